@@ -1,0 +1,231 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// WorkspaceSpec is the part of the spec every kind shares: which module to run, with which
+// variables, and how its Jobs run.
+type WorkspaceSpec struct {
+	// source names the image that holds the Terraform/OpenTofu module and its runtime.
+	// +required
+	Source SourceSpec `json:"source"`
+
+	// variables are the module's input variables, as one JSON object. The rendered inputs
+	// (module block and variables) may not exceed 1,000,000 bytes.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:MaxProperties=256
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Variables *apiextensionsv1.JSON `json:"variables,omitempty"`
+
+	// jobs is the policy of the Jobs that run this object's operations.
+	// +optional
+	Jobs JobPolicy `json:"jobs,omitempty"`
+}
+
+// SourceSpec names the module image.
+type SourceSpec struct {
+	// image is the reference of the image that carries the module at /captf/module and the
+	// Terraform/OpenTofu binary at /captf/runtime.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+
+	// imagePullPolicy of the module image.
+	// +optional
+	// +kubebuilder:default=IfNotPresent
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+}
+
+// JobPolicy controls the Jobs of one object. Every field is optional; defaults are resolved at
+// reconcile time and never written back.
+// +kubebuilder:validation:XValidation:rule="!has(self.lockTimeoutSeconds) || self.lockTimeoutSeconds < (has(self.activeDeadlineSeconds) ? self.activeDeadlineSeconds : 3600)",message="lockTimeoutSeconds must be less than activeDeadlineSeconds (default 3600)",fieldPath=".lockTimeoutSeconds"
+type JobPolicy struct {
+	// successfulJobsHistoryLimit is how many succeeded Jobs of each operation are kept. The
+	// newest success of an operation is always kept. Default 3.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	SuccessfulJobsHistoryLimit *int32 `json:"successfulJobsHistoryLimit,omitempty"`
+
+	// failedJobsHistoryLimit is how many failed Jobs of each operation are kept. The newest
+	// failure is kept while no newer success exists. It also bounds the backoff: once this many
+	// failures follow each other, the delay is the 10-minute cap. Default 3.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	FailedJobsHistoryLimit *int32 `json:"failedJobsHistoryLimit,omitempty"`
+
+	// activeDeadlineSeconds is the deadline of each Job. Default 3600.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// lockTimeoutSeconds is how long a run waits for the state lock. It must be less than
+	// activeDeadlineSeconds. Default 300.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	LockTimeoutSeconds *int64 `json:"lockTimeoutSeconds,omitempty"`
+
+	// serviceAccountName runs the Jobs under another ServiceAccount than captf-runner.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// imagePullSecrets for the module image and the runner.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// env adds environment variables to the run. Names starting with TF_ or KUBE_ are dropped.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// resources of the run container; replaces the default as a whole.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// DriftAction says what a detected drift leads to.
+// +kubebuilder:validation:Enum=Report;Remediate
+type DriftAction string
+
+const (
+	// DriftActionReport only reports drift in conditions and events.
+	DriftActionReport DriftAction = "Report"
+	// DriftActionRemediate applies the current inputs again when drift is found.
+	DriftActionRemediate DriftAction = "Remediate"
+)
+
+// DriftSpec schedules drift checks.
+type DriftSpec struct {
+	// intervalSeconds between drift checks; 0 turns them off. Default 1800.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=604800
+	IntervalSeconds *int64 `json:"intervalSeconds,omitempty"`
+
+	// action taken on drift. Default Report.
+	// +optional
+	Action DriftAction `json:"action,omitempty"`
+}
+
+// Operation is one kind of run.
+// +kubebuilder:validation:Enum=apply;plan;destroy;refresh;drift;restore
+type Operation string
+
+// WorkspaceStatus is the status every kind shares. Nothing in it is load-bearing: all of it can be
+// rebuilt from the spec, the state, the durable inputs and the retained Jobs.
+type WorkspaceStatus struct {
+	// conditions of the object: ApplyJobSucceeded, DriftJobSucceeded, DriftDetected,
+	// StateReadable and the Ready summary.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// initialization reports the CAPI provisioning contract.
+	// +optional
+	Initialization *Initialization `json:"initialization,omitempty"`
+
+	// observedGeneration is the generation the controller last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// activeJob is the Job that runs now, if any.
+	// +optional
+	ActiveJob *ActiveJob `json:"activeJob,omitempty"`
+
+	// lastRun summarises the newest finished Job.
+	// +optional
+	LastRun *LastRun `json:"lastRun,omitempty"`
+
+	// lastDriftCheck is when the last successful drift check finished.
+	// +optional
+	LastDriftCheck *metav1.Time `json:"lastDriftCheck,omitempty"`
+
+	// lastRefresh is when the last successful refresh finished.
+	// +optional
+	LastRefresh *metav1.Time `json:"lastRefresh,omitempty"`
+}
+
+// Initialization is the CAPI v1beta2 initialization status.
+type Initialization struct {
+	// provisioned is true once the first apply succeeded; it is never set back.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// ActiveJob names the running Job of an object.
+type ActiveJob struct {
+	// name of the Job.
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// operation the Job runs.
+	Operation Operation `json:"operation"`
+	// attempt of the Job within its operation.
+	// +kubebuilder:validation:Minimum=1
+	Attempt int32 `json:"attempt"`
+	// startTime is when the Job was created.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+}
+
+// LastRun summarises a finished Job.
+type LastRun struct {
+	// job is the name of the Job.
+	Job string `json:"job"`
+	// operation the Job ran.
+	Operation Operation `json:"operation"`
+	// outcome of the Job: Succeeded, Failed, DeadlineExceeded, Interrupted, Blocked,
+	// PlanChanged or PlanUnreadable.
+	Outcome string `json:"outcome"`
+	// finishedAt is when the Job finished.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// error of a failed run.
+	// +optional
+	Error *RunError `json:"error,omitempty"`
+	// drift found by a drift check.
+	// +optional
+	Drift *DriftSummary `json:"drift,omitempty"`
+}
+
+// RunError describes why a run failed.
+type RunError struct {
+	// kind of the error: image-layout, step, interrupted, blocked or plan-changed.
+	Kind string `json:"kind"`
+	// step that failed, if any.
+	// +optional
+	Step string `json:"step,omitempty"`
+	// summary of the error, at most 512 bytes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Summary string `json:"summary,omitempty"`
+}
+
+// DriftSummary counts the changes a drift check found.
+type DriftSummary struct {
+	// add is how many resources would be created.
+	Add int32 `json:"add"`
+	// change is how many resources would be updated in place.
+	Change int32 `json:"change"`
+	// destroy is how many resources would be deleted or replaced.
+	Destroy int32 `json:"destroy"`
+	// resources are up to 20 of the drifted addresses.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	Resources []string `json:"resources,omitempty"`
+}

@@ -1,0 +1,62 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TerraformMachineSpec is the desired state of a TerraformMachine. The module source and the
+// variables are immutable: a machine is replaced, never re-rendered.
+// +kubebuilder:validation:XValidation:rule="self.source == oldSelf.source",message="source is immutable",fieldPath=".source"
+// +kubebuilder:validation:XValidation:rule="has(self.variables) == has(oldSelf.variables) && (!has(self.variables) || self.variables == oldSelf.variables)",message="variables are immutable",fieldPath=".variables"
+type TerraformMachineSpec struct {
+	WorkspaceSpec `json:",inline"`
+
+	// drift schedules drift checks; a machine's drift is only reported.
+	// +optional
+	Drift MachineDriftSpec `json:"drift,omitempty"`
+
+	// providerID is set from the module's provider_id output.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	ProviderID string `json:"providerID,omitempty"`
+}
+
+// MachineDriftSpec schedules a machine's drift checks.
+type MachineDriftSpec struct {
+	// intervalSeconds between drift checks; 0 turns them off. Default 1800.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=604800
+	IntervalSeconds *int64 `json:"intervalSeconds,omitempty"`
+}
+
+// TerraformMachineStatus is the observed state of a TerraformMachine.
+type TerraformMachineStatus struct {
+	WorkspaceStatus `json:",inline"`
+}
+
+// TerraformMachine is the infrastructure of one Cluster API machine, provisioned by Terraform runs.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=terraformmachines,scope=Namespaced,categories=cluster-api;terraform,shortName=tfm
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']"
+// +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=".status.initialization.provisioned"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=".status.conditions[?(@.type=='Ready')].status"
+// +kubebuilder:printcolumn:name="ProviderID",type=string,JSONPath=".spec.providerID"
+// +kubebuilder:printcolumn:name="Job",type=string,JSONPath=".status.activeJob.name",priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+type TerraformMachine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   TerraformMachineSpec   `json:"spec,omitempty"`
+	Status TerraformMachineStatus `json:"status,omitempty"`
+}
+
+// TerraformMachineList is a list of TerraformMachines.
+// +kubebuilder:object:root=true
+type TerraformMachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TerraformMachine `json:"items"`
+}

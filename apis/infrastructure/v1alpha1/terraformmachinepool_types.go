@@ -1,0 +1,56 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TerraformMachinePoolSpec is the desired state of a TerraformMachinePool.
+type TerraformMachinePoolSpec struct {
+	WorkspaceSpec `json:",inline"`
+
+	// drift schedules drift checks and says what drift leads to.
+	// +optional
+	Drift DriftSpec `json:"drift,omitempty"`
+
+	// providerIDList is set from the module's provider_id_list output.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10000
+	// +listType=atomic
+	ProviderIDList []string `json:"providerIDList,omitempty"`
+}
+
+// TerraformMachinePoolStatus is the observed state of a TerraformMachinePool.
+type TerraformMachinePoolStatus struct {
+	WorkspaceStatus `json:",inline"`
+
+	// replicas is the number of instances the module reports.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+}
+
+// TerraformMachinePool is the infrastructure of a Cluster API machine pool, provisioned by
+// Terraform runs.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=terraformmachinepools,scope=Namespaced,categories=cluster-api;terraform,shortName=tfmp
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']"
+// +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=".status.initialization.provisioned"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=".status.conditions[?(@.type=='Ready')].status"
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=".status.replicas"
+// +kubebuilder:printcolumn:name="Job",type=string,JSONPath=".status.activeJob.name",priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+type TerraformMachinePool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   TerraformMachinePoolSpec   `json:"spec,omitempty"`
+	Status TerraformMachinePoolStatus `json:"status,omitempty"`
+}
+
+// TerraformMachinePoolList is a list of TerraformMachinePools.
+// +kubebuilder:object:root=true
+type TerraformMachinePoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TerraformMachinePool `json:"items"`
+}

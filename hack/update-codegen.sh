@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Regenerates every generated file: CRDs and deepcopy of the infrastructure API (controller-gen),
+# and deepcopy, conversion, defaults and OpenAPI of the runs API (code-generator, openapi-gen).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bin=${CAPTF_BIN_DIR:-$root/bin}
+header=hack/boilerplate.go.txt
+
+"$bin/controller-gen" object:headerFile="$header" paths=./apis/infrastructure/...
+"$bin/controller-gen" crd paths=./apis/infrastructure/... output:crd:artifacts:config=artifacts/crd
+
+if [ -d apis/runs ]; then
+  "$bin/deepcopy-gen" --go-header-file "$header" --output-file zz_generated.deepcopy.go ./apis/runs/...
+  "$bin/conversion-gen" --go-header-file "$header" --output-file zz_generated.conversion.go ./apis/runs/v1alpha1
+  "$bin/defaulter-gen" --go-header-file "$header" --output-file zz_generated.defaults.go ./apis/runs/v1alpha1
+  "$bin/openapi-gen" --go-header-file "$header" --output-dir apis/runs/openapi --output-pkg github.com/captf/captf/apis/runs/openapi \
+    --output-file zz_generated.openapi.go --report-filename /dev/null \
+    k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/version \
+    ./apis/runs/v1alpha1
+fi
