@@ -1,0 +1,487 @@
+package jobs
+
+import (
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TargetAPIVersion is the apiVersion of the kinds that run Jobs.
+const TargetAPIVersion = "infrastructure.cluster.x-k8s.io/v1alpha1"
+
+// Target is the object a Job runs for.
+type Target struct {
+	// APIVersion is the object's apiVersion.
+	APIVersion string
+	// Kind is the object's kind.
+	Kind Kind
+	// Name is the object's name.
+	Name string
+}
+
+// TargetOf returns the object a Job runs for: its controller owner reference when that names a
+// kind that runs Jobs, since the owner-name label is hashed for long names; otherwise the owner
+// labels with TargetAPIVersion.
+func TargetOf(job *batchv1.Job) Target {
+	if ref := metav1.GetControllerOf(job); ref != nil && Kind(ref.Kind).Valid() {
+		return Target{APIVersion: ref.APIVersion, Kind: Kind(ref.Kind), Name: ref.Name}
+	}
+	return Target{APIVersion: TargetAPIVersion, Kind: Kind(job.Labels[LabelOwnerKind]), Name: job.Labels[LabelOwnerName]}
+}
+
+// Phase is the phase of a run as the API shows it: an Outcome, or Pending before the Job starts.
+type Phase string
+
+// The phases of a run: Pending, then the Outcome of the same name.
+const (
+	// PhasePending: the Job has no status.startTime yet.
+	PhasePending          Phase = "Pending"
+	PhaseRunning          Phase = Phase(OutcomeRunning)
+	PhaseSucceeded        Phase = Phase(OutcomeSucceeded)
+	PhaseFailed           Phase = Phase(OutcomeFailed)
+	PhaseDeadlineExceeded Phase = Phase(OutcomeDeadlineExceeded)
+	PhaseInterrupted      Phase = Phase(OutcomeInterrupted)
+	PhaseBlocked          Phase = Phase(OutcomeBlocked)
+	PhasePlanChanged      Phase = Phase(OutcomePlanChanged)
+	PhasePlanUnreadable   Phase = Phase(OutcomePlanUnreadable)
+)
+
+// RunView is everything the runs API computes about one retained Job, so the API server only
+// converts it to its types.
+type RunView struct {
+	// Target is the object the Job runs for.
+	Target Target
+	// Operation is the Job's op; "" when its label is missing or unknown.
+	Operation Op
+	// Attempt is the Job's attempt number; 0 when its label is missing or unparsable.
+	Attempt int32
+	// InputsHash is the inputs hash the Job was created with, when recorded.
+	InputsHash string
+	// DriftRemediation is set on an apply that remediates drift.
+	DriftRemediation bool
+	// ApprovedPlan is the plan hash an apply under applyPolicy Manual had to plan again.
+	ApprovedPlan string
+
+	// Phase is Pending until the Job starts, then its Outcome.
+	Phase Phase
+	// StartTime is the Job's status.startTime.
+	StartTime *metav1.Time
+	// CompletionTime is when the Job finished; see FinishedAt.
+	CompletionTime *metav1.Time
+	// Duration is from start to finish, or to now while the Job runs.
+	Duration time.Duration
+	// RetryNumber is 1 plus the counted failures of the op since its last success before this
+	// Job; see RetryNumber.
+	RetryNumber int
+	// CountsTowardBackoff is set when the Job's outcome counts as a failure.
+	CountsTowardBackoff bool
+	// Backoff is the op's backoff window, set only on the op's newest counted failure.
+	Backoff *BackoffWindow
+	// BackoffActive is set when now is inside Backoff.
+	BackoffActive bool
+	// Retention says why the Job is still retained; see Retentions.
+	Retention Retention
+
+	// Error, Changes and Drift come from the Job's result summary.
+	Error *ErrorSummary
+	// Changes counts what the run changed.
+	Changes *Changes
+	// Drift is what a drift check found.
+	Drift *DriftSummary
+	// ResultUnreadable is set when the Job has a result annotation that could not be read.
+	ResultUnreadable bool
+}
+
+// ViewRun computes the RunView of job. retained are the retained Jobs of the same object (job
+// is added when missing), limits are the object's history limits, and now is the reading time
+// for a running Job's duration and for whether the backoff window is active.
+func ViewRun(job batchv1.Job, retained []batchv1.Job, limits Limits, now time.Time) RunView {
+	retained = withJob(retained, job)
+	outcome := OutcomeOf(&job)
+	v := RunView{
+		Target:              TargetOf(&job),
+		Operation:           OpOf(&job),
+		Attempt:             AttemptOf(&job),
+		InputsHash:          job.Annotations[AnnotationInputsHash],
+		DriftRemediation:    hasMark(job.Annotations, AnnotationDriftRemediation),
+		ApprovedPlan:        job.Annotations[AnnotationApprovedPlan],
+		Phase:               Phase(outcome),
+		StartTime:           job.Status.StartTime,
+		RetryNumber:         RetryNumber(&job, retained),
+		CountsTowardBackoff: outcome.CountsAsFailure(),
+		Retention:           Retentions(retained, limits)[job.Name],
+	}
+	if !outcome.Finished() && job.Status.StartTime == nil {
+		v.Phase = PhasePending
+	}
+
+	started, hasStart := StartedAt(&job)
+	finished, hasFinish := FinishedAt(&job)
+	if hasFinish {
+		v.CompletionTime = &metav1.Time{Time: finished}
+	}
+	switch {
+	case v.Phase == PhasePending || !hasStart:
+		// Not started: no duration yet.
+	case hasFinish:
+		v.Duration = max(finished.Sub(started), 0)
+	case !outcome.Finished():
+		v.Duration = max(now.Sub(started), 0)
+	}
+
+	if streak := FailureStreak(retained, v.Operation); len(streak) > 0 && streak[0].Name == job.Name {
+		w := backoffWindow(streak, limits)
+		v.Backoff = &w
+		v.BackoffActive = now.Before(w.RetryAfter)
+	}
+
+	if s, ok, err := summaryOf(&job); ok {
+		v.ResultUnreadable = err != nil
+		v.Error, v.Changes, v.Drift = s.Error, s.Changes, s.Drift
+	}
+	return v
+}
+
+// withJob returns retained with job appended when no Job of its name is there.
+func withJob(retained []batchv1.Job, job batchv1.Job) []batchv1.Job {
+	for i := range retained {
+		if retained[i].Name == job.Name {
+			return retained
+		}
+	}
+	return append(append([]batchv1.Job(nil), retained...), job)
+}
+
+// summaryOf decodes the Job's result annotation; ok is false when it has none.
+func summaryOf(job *batchv1.Job) (s Summary, ok bool, err error) {
+	value, ok := job.Annotations[AnnotationResult]
+	if !ok {
+		return Summary{}, false, nil
+	}
+	s, err = DecodeSummary(value)
+	return s, true, err
+}
+
+// PlanSource says what a plan comes from.
+type PlanSource string
+
+// The plan sources.
+const (
+	// PlanSourcePlan: a plan Job under applyPolicy Manual; approved with
+	// captf.io/approve-plan=<plan hash>.
+	PlanSourcePlan PlanSource = "Plan"
+	// PlanSourceChangedApply: an approved apply that planned something else; its result carries
+	// the new plan, which replaced the object's current plan and is approved like a plan Job's.
+	PlanSourceChangedApply PlanSource = "ChangedApply"
+	// PlanSourceBlockedApply: a guarded apply that stopped before a destructive plan; approved
+	// with captf.io/approve-destructive-plan=<inputs hash>, which approves the inputs, not an
+	// exact plan.
+	PlanSourceBlockedApply PlanSource = "BlockedApply"
+)
+
+// PlanPhase is the phase of a plan.
+type PlanPhase string
+
+// The phases of a plan.
+const (
+	// PlanPhasePlanning: the plan Job runs, or its result is not recorded yet.
+	PlanPhasePlanning PlanPhase = "Planning"
+	// PlanPhaseAwaitingApproval: the plan is the object's current one and not approved.
+	PlanPhaseAwaitingApproval PlanPhase = "AwaitingApproval"
+	// PlanPhaseApproved: the approval names the plan and no apply of it has succeeded yet.
+	PlanPhaseApproved PlanPhase = "Approved"
+	// PlanPhaseApplied: an apply of the plan succeeded.
+	PlanPhaseApplied PlanPhase = "Applied"
+	// PlanPhaseSuperseded: the plan is not the object's current one any more.
+	PlanPhaseSuperseded PlanPhase = "Superseded"
+	// PlanPhaseChanged: the approved apply found a different plan, which replaced this one.
+	PlanPhaseChanged PlanPhase = "Changed"
+	// PlanPhaseFailed: the plan Job failed, or succeeded without a readable plan.
+	PlanPhaseFailed PlanPhase = "Failed"
+)
+
+// CurrentPlan is the object's status.plan: the plan waiting for approval.
+type CurrentPlan struct {
+	// InputsHash is the inputs hash the plan was made from.
+	InputsHash string
+	// PlanHash is the plan's p2: hash.
+	PlanHash string
+	// Job is the Job that produced the plan.
+	Job string
+}
+
+// PlanOwner is what a plan's phase needs from the owning object.
+type PlanOwner struct {
+	// Plan is status.plan; nil when the object has none.
+	Plan *CurrentPlan
+	// CurrentInputsHash is the hash of the object's current inputs; "" when unknown, in which
+	// case only status.plan and the Jobs decide which plan is current.
+	CurrentInputsHash string
+	// ApprovePlan is the captf.io/approve-plan annotation.
+	ApprovePlan string
+	// ApproveDestructivePlan is the captf.io/approve-destructive-plan annotation.
+	ApproveDestructivePlan string
+	// ApprovedBy is the captf.io/approved-by annotation.
+	ApprovedBy string
+	// ApprovedAt is when the approval was written, when known.
+	ApprovedAt *metav1.Time
+}
+
+// PlanView is everything the plans API computes about one plan.
+type PlanView struct {
+	// Target is the object the plan is for.
+	Target Target
+	// Source says what the plan comes from.
+	Source PlanSource
+	// Phase is the plan's phase.
+	Phase PlanPhase
+	// InputsHash is the inputs hash the plan was made from.
+	InputsHash string
+	// PlanHash is the plan's p2: hash, when the run reported one.
+	PlanHash string
+	// ApprovalHash is the hash an approval must quote and that PlanApprovalCheck writes: the
+	// plan hash, or for a blocked apply its inputs hash.
+	ApprovalHash string
+	// Add counts resources to create.
+	Add int
+	// Change counts resources to update.
+	Change int
+	// Destroy counts resources to delete or replace.
+	Destroy int
+	// Resources lists at most MaxPlanResources changes.
+	Resources []ResourceChange
+	// Truncated is set when Resources does not list every change.
+	Truncated bool
+	// Destructive is set when a change deletes or replaces.
+	Destructive bool
+	// ApprovedBy and ApprovedAt are set while the object's approval names this plan.
+	ApprovedBy string
+	// ApprovedAt is when the approval was written, when known.
+	ApprovedAt *metav1.Time
+	// ResultUnreadable is set when the Job has a result annotation that could not be read.
+	ResultUnreadable bool
+}
+
+// PlanSourceOf returns what plan job carries, and false when it carries none: a plan Job, an
+// apply that reported plan-changed, or an apply blocked before a destructive plan.
+func PlanSourceOf(job *batchv1.Job) (PlanSource, bool) {
+	switch op, outcome := OpOf(job), OutcomeOf(job); {
+	case op == OpPlan:
+		return PlanSourcePlan, true
+	case op == OpApply && outcome == OutcomePlanChanged:
+		return PlanSourceChangedApply, true
+	case op == OpApply && outcome == OutcomeBlocked:
+		return PlanSourceBlockedApply, true
+	}
+	return "", false
+}
+
+// ViewPlan computes the PlanView of job, and false when job carries no plan (see PlanSourceOf).
+// retained are the retained Jobs of the same object, which tell whether an apply of the plan
+// succeeded or found it changed; owner is the owning object's plan status and approvals.
+//
+// A plan Job's phase: Planning while it runs; Failed when it failed or was unreadable; then
+// Applied when an apply created after it with captf.io/approved-plan equal to its hash
+// succeeded; Changed when such an apply reported plan-changed; Superseded when it is not
+// status.plan (same Job and hash, made from the current inputs when those are known); Approved
+// when captf.io/approve-plan equals its hash or the plan is empty (EmptyPlanHash needs no
+// approval); AwaitingApproval otherwise. A plan-changed apply's new plan follows the same rules
+// from "Applied" on.
+//
+// A blocked apply's phase: Applied when a newer apply of the same inputs hash succeeded;
+// Superseded when the current inputs hash differs, or a newer apply of other inputs or a newer
+// blocked apply exists; Approved when captf.io/approve-destructive-plan equals its inputs hash;
+// AwaitingApproval otherwise.
+func ViewPlan(job batchv1.Job, retained []batchv1.Job, owner PlanOwner) (PlanView, bool) {
+	source, ok := PlanSourceOf(&job)
+	if !ok {
+		return PlanView{}, false
+	}
+	retained = withJob(retained, job)
+	v := PlanView{
+		Target:     TargetOf(&job),
+		Source:     source,
+		InputsHash: job.Annotations[AnnotationInputsHash],
+	}
+	s, hasSummary, err := summaryOf(&job)
+	v.ResultUnreadable = err != nil
+	if p := s.Plan; p != nil {
+		v.PlanHash, v.Add, v.Change, v.Destroy = p.Hash, p.Add, p.Change, p.Destroy
+		v.Resources, v.Truncated, v.Destructive = p.Resources, p.Truncated, p.Destructive
+	}
+
+	approval := owner.ApprovePlan
+	switch source {
+	case PlanSourceBlockedApply:
+		v.Destructive = true
+		v.ApprovalHash = v.InputsHash
+		approval = owner.ApproveDestructivePlan
+		v.Phase = blockedApplyPhase(&job, retained, owner)
+	case PlanSourcePlan:
+		if v.PlanHash == "" && owner.Plan != nil && owner.Plan.Job == job.Name {
+			// Bookkeeping records status.plan before the result annotation is read back.
+			v.PlanHash = owner.Plan.PlanHash
+		}
+		v.ApprovalHash = v.PlanHash
+		v.Phase = planJobPhase(&job, v.PlanHash, hasSummary, retained, owner)
+	case PlanSourceChangedApply:
+		v.ApprovalHash = v.PlanHash
+		v.Phase = PlanPhaseFailed
+		if v.PlanHash != "" {
+			v.Phase = approvedPlanPhase(&job, v.PlanHash, retained, owner)
+		}
+	}
+	if approval != "" && approval == v.ApprovalHash {
+		v.ApprovedBy, v.ApprovedAt = owner.ApprovedBy, owner.ApprovedAt
+	}
+	return v, true
+}
+
+// planJobPhase is the phase of a plan Job with the given hash.
+func planJobPhase(job *batchv1.Job, hash string, hasSummary bool, retained []batchv1.Job, owner PlanOwner) PlanPhase {
+	switch outcome := OutcomeOf(job); {
+	case !outcome.Finished():
+		return PlanPhasePlanning
+	case !outcome.Succeeded():
+		return PlanPhaseFailed
+	case hash == "" && (hasSummary || hasMark(job.Annotations, AnnotationBookkept)):
+		// Bookkept without a hash: the plan is unreadable even if the mark is missing.
+		return PlanPhaseFailed
+	case hash == "":
+		return PlanPhasePlanning
+	}
+	return approvedPlanPhase(job, hash, retained, owner)
+}
+
+// approvedPlanPhase is the phase of a finished plan with a hash, from "Applied" on.
+func approvedPlanPhase(job *batchv1.Job, hash string, retained []batchv1.Job, owner PlanOwner) PlanPhase {
+	changed := false
+	for _, a := range OpJobs(retained, OpApply) {
+		if a.Name == job.Name || a.Annotations[AnnotationApprovedPlan] != hash || a.CreationTimestamp.Before(&job.CreationTimestamp) {
+			continue
+		}
+		switch OutcomeOf(a) {
+		case OutcomeSucceeded:
+			return PlanPhaseApplied
+		case OutcomePlanChanged:
+			changed = true
+		}
+	}
+	p := owner.Plan
+	current := p != nil && p.Job == job.Name && p.PlanHash == hash &&
+		(owner.CurrentInputsHash == "" || p.InputsHash == owner.CurrentInputsHash)
+	switch {
+	case changed:
+		return PlanPhaseChanged
+	case !current:
+		return PlanPhaseSuperseded
+	case owner.ApprovePlan == hash || hash == EmptyPlanHash:
+		return PlanPhaseApproved
+	}
+	return PlanPhaseAwaitingApproval
+}
+
+// blockedApplyPhase is the phase of an apply blocked before a destructive plan.
+func blockedApplyPhase(job *batchv1.Job, retained []batchv1.Job, owner PlanOwner) PlanPhase {
+	hash := job.Annotations[AnnotationInputsHash]
+	superseded := owner.CurrentInputsHash != "" && owner.CurrentInputsHash != hash
+	for _, a := range OpJobs(retained, OpApply) {
+		if !newer(a, job) {
+			break
+		}
+		sameInputs := a.Annotations[AnnotationInputsHash] == hash
+		switch outcome := OutcomeOf(a); {
+		case sameInputs && outcome == OutcomeSucceeded:
+			return PlanPhaseApplied
+		case !sameInputs, outcome == OutcomeBlocked:
+			superseded = true
+		}
+	}
+	switch {
+	case superseded:
+		return PlanPhaseSuperseded
+	case hash != "" && owner.ApproveDestructivePlan == hash:
+		return PlanPhaseApproved
+	}
+	return PlanPhaseAwaitingApproval
+}
+
+// ApprovalVerdict is the outcome of an approval request.
+type ApprovalVerdict string
+
+// The approval verdicts.
+const (
+	// ApprovalAllowed: write the decision's annotations (HTTP 201).
+	ApprovalAllowed ApprovalVerdict = "Allowed"
+	// ApprovalNotFound: there is no such plan (HTTP 404).
+	ApprovalNotFound ApprovalVerdict = "NotFound"
+	// ApprovalConflict: the plan is not the object's current one, or the hash differs (HTTP 409).
+	ApprovalConflict ApprovalVerdict = "Conflict"
+)
+
+// ApprovalDecision is what an approval request comes to.
+type ApprovalDecision struct {
+	// Verdict says whether to write.
+	Verdict ApprovalVerdict
+	// Message explains the verdict to the requester.
+	Message string
+	// Annotations are written on the owning object when the verdict is ApprovalAllowed.
+	Annotations map[string]string
+}
+
+// PlanApprovalCheck decides an approval of job's plan quoting planHash, requested by user at
+// now. job is nil when no Job of the requested name exists; retained and owner are as for
+// ViewPlan. A plan may be approved while it is AwaitingApproval or already Approved (the
+// request is then idempotent) and the quoted hash equals its ApprovalHash. An allowed approval
+// writes captf.io/approve-plan=<plan hash>, or for a blocked apply
+// captf.io/approve-destructive-plan=<inputs hash>, plus captf.io/approved-by and
+// captf.io/approved-at.
+func PlanApprovalCheck(job *batchv1.Job, retained []batchv1.Job, owner PlanOwner, planHash, user string, now time.Time) ApprovalDecision {
+	if job == nil {
+		return ApprovalDecision{Verdict: ApprovalNotFound, Message: "plan not found"}
+	}
+	v, ok := ViewPlan(*job, retained, owner)
+	if !ok {
+		return ApprovalDecision{Verdict: ApprovalNotFound, Message: fmt.Sprintf("plan %q not found: Job %s carries no plan", job.Name, job.Name)}
+	}
+	target := fmt.Sprintf("%s %s", v.Target.Kind, v.Target.Name)
+	conflict := func(format string, args ...any) ApprovalDecision {
+		return ApprovalDecision{Verdict: ApprovalConflict, Message: fmt.Sprintf("plan %q ", job.Name) + fmt.Sprintf(format, args...)}
+	}
+	switch v.Phase {
+	case PlanPhaseAwaitingApproval, PlanPhaseApproved:
+	case PlanPhasePlanning:
+		return conflict("is still planning; approve it once it awaits approval")
+	case PlanPhaseApplied:
+		return conflict("was already applied")
+	case PlanPhaseChanged:
+		return conflict("changed when it was applied; approve the new plan of %s", target)
+	case PlanPhaseFailed:
+		return conflict("failed and cannot be approved")
+	default:
+		return conflict("is not the current plan of %s", target)
+	}
+	switch {
+	case v.ApprovalHash == "":
+		return conflict("has no hash to approve")
+	case planHash != v.ApprovalHash:
+		return conflict("has hash %s, not %s; review the plan again", v.ApprovalHash, planHash)
+	}
+	key := AnnotationApprovePlan
+	if v.Source == PlanSourceBlockedApply {
+		key = AnnotationApproveDestructivePlan
+	}
+	return ApprovalDecision{
+		Verdict: ApprovalAllowed,
+		Message: fmt.Sprintf("plan %q of %s approved", job.Name, target),
+		// approved-by and approved-at are always written, so no earlier approver's name stays
+		// next to this approval.
+		Annotations: map[string]string{
+			key:                  v.ApprovalHash,
+			AnnotationApprovedBy: user,
+			AnnotationApprovedAt: now.UTC().Format(time.RFC3339),
+		},
+	}
+}

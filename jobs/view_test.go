@@ -1,0 +1,481 @@
+package jobs
+
+import (
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestViewRun(t *testing.T) {
+	long := strings.Repeat("l", 70)
+	failedResult := Summary{
+		Outcome: OutcomeFailed,
+		Error:   &ErrorSummary{Kind: ErrorKindStep, Step: "apply", Summary: "Error: boom"},
+		Changes: &Changes{Add: 1},
+		Drift:   &DriftSummary{Detected: true, Change: 2},
+	}
+	history := jobs(
+		mkJob(OpApply, 1, succeeded),
+		mkJob(OpApply, 2, failed),
+		mkJob(OpApply, 3, interrupted),
+		mkJob(OpApply, 4, deadline, withSummary(failedResult)),
+		mkJob(OpRefresh, 1, running),
+	)
+	tests := []struct {
+		name     string
+		job      batchv1.Job
+		retained []batchv1.Job
+		limits   Limits
+		now      time.Time
+		check    func(t *testing.T, v RunView)
+	}{
+		{
+			name: "a Job that has not started is Pending, with no start and no duration",
+			job:  mkJob(OpApply, 1, pending), now: at(30),
+			check: func(t *testing.T, v RunView) {
+				if v.Phase != PhasePending || v.StartTime != nil || v.Duration != 0 || v.CompletionTime != nil {
+					t.Errorf("view %+v", v)
+				}
+			},
+		},
+		{
+			name: "a running Job's duration runs to now",
+			job:  history[4], retained: history, now: at(13),
+			check: func(t *testing.T, v RunView) {
+				if v.Phase != PhaseRunning || v.Duration != 3*time.Minute || v.Retention != RetentionRunning {
+					t.Errorf("view %+v", v)
+				}
+			},
+		},
+		{
+			name: "a finished Job's duration runs from start to finish, whatever now is",
+			job:  history[0], retained: history, now: at(500),
+			check: func(t *testing.T, v RunView) {
+				if v.Phase != PhaseSucceeded || v.Duration != 5*time.Minute || !v.CompletionTime.Time.Equal(at(15)) || !v.StartTime.Time.Equal(at(10)) {
+					t.Errorf("view %+v", v)
+				}
+			},
+		},
+		{
+			name: "the target comes from the controller owner reference, since a long name's label is hashed",
+			job:  mkJob(OpApply, 1, running, ownedBy(KindMachinePool, long), label(LabelOwnerName, LabelValue(long))),
+			check: func(t *testing.T, v RunView) {
+				if v.Target != (Target{APIVersion: TargetAPIVersion, Kind: KindMachinePool, Name: long}) {
+					t.Errorf("target %+v", v.Target)
+				}
+			},
+		},
+		{
+			name: "without an owner reference the target comes from the owner labels",
+			job:  mkJob(OpApply, 1, running),
+			check: func(t *testing.T, v RunView) {
+				if v.Target != (Target{APIVersion: TargetAPIVersion, Kind: KindCluster, Name: "web"}) {
+					t.Errorf("target %+v", v.Target)
+				}
+			},
+		},
+		{
+			name: "op, attempt, inputs hash, drift remediation and approved plan come from the Job's labels and annotations",
+			job: mkJob(OpApply, 7, running,
+				annotate(AnnotationInputsHash, "h1:i"), annotate(AnnotationDriftRemediation, "true"), annotate(AnnotationApprovedPlan, "p2:x")),
+			check: func(t *testing.T, v RunView) {
+				if v.Operation != OpApply || v.Attempt != 7 || v.InputsHash != "h1:i" || !v.DriftRemediation || v.ApprovedPlan != "p2:x" {
+					t.Errorf("view %+v", v)
+				}
+			},
+		},
+		{
+			name: "the newest counted failure carries the op's backoff window, active before retryAfter",
+			job:  history[3], retained: history, now: at(46),
+			check: func(t *testing.T, v RunView) {
+				want := BackoffWindow{Failures: 2, Delay: 2 * time.Minute, RetryAfter: at(47)}
+				if v.Backoff == nil || v.Backoff.Failures != want.Failures || v.Backoff.Delay != want.Delay || !v.Backoff.RetryAfter.Equal(want.RetryAfter) || !v.BackoffActive {
+					t.Errorf("backoff %+v active %v, want %+v active", v.Backoff, v.BackoffActive, want)
+				}
+				if v.Phase != PhaseDeadlineExceeded || !v.CountsTowardBackoff || v.RetryNumber != 2 {
+					t.Errorf("view %+v", v)
+				}
+			},
+		},
+		{
+			name: "the window is still shown once now passed retryAfter, but inactive",
+			job:  history[3], retained: history, now: at(47),
+			check: func(t *testing.T, v RunView) {
+				if v.Backoff == nil || v.BackoffActive {
+					t.Errorf("backoff %+v active %v", v.Backoff, v.BackoffActive)
+				}
+			},
+		},
+		{
+			name: "an older failure of the streak carries no window",
+			job:  history[1], retained: history, now: at(46),
+			check: func(t *testing.T, v RunView) {
+				if v.Backoff != nil || !v.CountsTowardBackoff || v.RetryNumber != 1 {
+					t.Errorf("view %+v", v)
+				}
+			},
+		},
+		{
+			name: "an interrupted Job counts toward nothing",
+			job:  history[2], retained: history, now: at(46),
+			check: func(t *testing.T, v RunView) {
+				if v.Phase != PhaseInterrupted || v.CountsTowardBackoff || v.Backoff != nil || v.RetryNumber != 2 {
+					t.Errorf("view %+v", v)
+				}
+			},
+		},
+		{
+			name: "the retention reason is the one pruning uses",
+			job:  history[1], retained: history, limits: Limits{FailedJobsHistoryLimit: limit(1)},
+			check: func(t *testing.T, v RunView) {
+				if v.Retention != RetentionBeyondLimit {
+					t.Errorf("retention %s", v.Retention)
+				}
+			},
+		},
+		{
+			name: "error, changes and drift come from the result summary",
+			job:  history[3], retained: history,
+			check: func(t *testing.T, v RunView) {
+				if v.Error == nil || *v.Error != *failedResult.Error || v.Changes == nil || *v.Changes != *failedResult.Changes ||
+					v.Drift == nil || v.Drift.Change != 2 || v.ResultUnreadable {
+					t.Errorf("view %+v", v)
+				}
+			},
+		},
+		{
+			name: "an unreadable result summary is flagged, and the rest of the view stands",
+			job:  mkJob(OpApply, 1, failed, annotate(AnnotationResult, "{not json")),
+			check: func(t *testing.T, v RunView) {
+				if !v.ResultUnreadable || v.Error != nil || v.Phase != PhaseFailed {
+					t.Errorf("view %+v", v)
+				}
+			},
+		},
+		{
+			name: "a Job missing from the retained list is viewed among them",
+			job:  mkJob(OpApply, 5, failed), retained: history, now: at(56),
+			check: func(t *testing.T, v RunView) {
+				if v.RetryNumber != 3 || v.Backoff == nil || v.Backoff.Failures != 3 || v.Retention != RetentionUnresolvedFailure {
+					t.Errorf("view %+v backoff %+v", v, v.Backoff)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.check(t, ViewRun(tt.job, tt.retained, tt.limits, tt.now))
+		})
+	}
+}
+
+const (
+	planHash   = "p2:1111"
+	inputsHash = "h1:inputs"
+)
+
+// planJob is a plan Job of attempt n that produced planHash.
+func planJob(n int32, st state, opts ...func(*batchv1.Job)) batchv1.Job {
+	opts = append([]func(*batchv1.Job){
+		annotate(AnnotationInputsHash, inputsHash),
+		withSummary(Summary{Outcome: OutcomeSucceeded, Plan: &PlanSummary{Hash: planHash, Add: 1, Destroy: 2, Resources: tiny(3), Destructive: true}}),
+	}, opts...)
+	return mkJob(OpPlan, n, st, opts...)
+}
+
+// currentPlan is an owner whose status.plan is the plan of planJob(1) and whose inputs did not
+// change since.
+func currentPlan() PlanOwner {
+	return PlanOwner{
+		Plan:              &CurrentPlan{InputsHash: inputsHash, PlanHash: planHash, Job: "plan-a1"},
+		CurrentInputsHash: inputsHash,
+	}
+}
+
+// blockedApply is an apply of attempt n with the given inputs hash, blocked before a
+// destructive plan.
+func blockedApply(n int32, hash string) batchv1.Job {
+	return mkJob(OpApply, n, blocked, annotate(AnnotationInputsHash, hash),
+		withSummary(Summary{Outcome: OutcomeBlocked, Plan: &PlanSummary{Destroy: 1, Resources: []ResourceChange{{Address: "a.b", Actions: []string{"delete"}}}}}))
+}
+
+func applyOf(n int32, st state, key, value string) batchv1.Job {
+	return mkJob(OpApply, n, st, annotate(key, value))
+}
+
+func TestViewPlan(t *testing.T) {
+	approvedAt := &metav1.Time{Time: at(3)}
+	with := func(o PlanOwner, f func(*PlanOwner)) PlanOwner { f(&o); return o }
+	tests := []struct {
+		name      string
+		job       batchv1.Job
+		retained  []batchv1.Job
+		owner     PlanOwner
+		want      PlanPhase
+		wantNoPln bool
+		check     func(t *testing.T, v PlanView)
+	}{
+		{name: "a running plan Job is Planning", job: mkJob(OpPlan, 1, running), owner: currentPlan(), want: PlanPhasePlanning},
+		{name: "a failed plan Job is Failed", job: planJob(1, failed), owner: currentPlan(), want: PlanPhaseFailed},
+		{name: "a plan that succeeded without a readable plan is Failed", job: mkJob(OpPlan, 1, planUnreadable), owner: currentPlan(), want: PlanPhaseFailed},
+		{
+			name: "the object's current plan, not approved, awaits approval of its plan hash",
+			job:  planJob(1, succeeded), owner: currentPlan(), want: PlanPhaseAwaitingApproval,
+			check: func(t *testing.T, v PlanView) {
+				if v.Source != PlanSourcePlan || v.PlanHash != planHash || v.ApprovalHash != planHash || v.InputsHash != inputsHash ||
+					v.Add != 1 || v.Destroy != 2 || len(v.Resources) != 3 || !v.Destructive || v.ApprovedBy != "" {
+					t.Errorf("view %+v", v)
+				}
+			},
+		},
+		{
+			name: "before its result is recorded, the hash comes from status.plan",
+			job:  mkJob(OpPlan, 1, succeeded), owner: currentPlan(), want: PlanPhaseAwaitingApproval,
+			check: func(t *testing.T, v PlanView) {
+				if v.PlanHash != planHash {
+					t.Errorf("plan hash %q", v.PlanHash)
+				}
+			},
+		},
+		{name: "a succeeded plan with no hash recorded yet is still Planning", job: mkJob(OpPlan, 1, succeeded), want: PlanPhasePlanning},
+		{name: "a bookkept plan without a hash is Failed", job: mkJob(OpPlan, 1, succeeded, annotate(AnnotationBookkept, "true")), want: PlanPhaseFailed},
+		{name: "a plan whose result has no hash is Failed", job: mkJob(OpPlan, 1, succeeded, withSummary(Summary{Outcome: OutcomeSucceeded})), want: PlanPhaseFailed},
+		{
+			name: "approve-plan equal to its hash makes it Approved, by whom and when",
+			job:  planJob(1, succeeded), want: PlanPhaseApproved,
+			owner: with(currentPlan(), func(o *PlanOwner) { o.ApprovePlan, o.ApprovedBy, o.ApprovedAt = planHash, "alice", approvedAt }),
+			check: func(t *testing.T, v PlanView) {
+				if v.ApprovedBy != "alice" || v.ApprovedAt != approvedAt {
+					t.Errorf("approved by %q at %v", v.ApprovedBy, v.ApprovedAt)
+				}
+			},
+		},
+		{
+			name: "an approval of another hash leaves it awaiting approval, with no approver shown",
+			job:  planJob(1, succeeded), want: PlanPhaseAwaitingApproval,
+			owner: with(currentPlan(), func(o *PlanOwner) { o.ApprovePlan, o.ApprovedBy = "p2:other", "alice" }),
+			check: func(t *testing.T, v PlanView) {
+				if v.ApprovedBy != "" {
+					t.Errorf("approved by %q", v.ApprovedBy)
+				}
+			},
+		},
+		{
+			name:  "the empty plan needs no approval",
+			job:   mkJob(OpPlan, 1, succeeded, withSummary(Summary{Plan: &PlanSummary{Hash: EmptyPlanHash}})),
+			owner: PlanOwner{Plan: &CurrentPlan{PlanHash: EmptyPlanHash, Job: "plan-a1"}}, want: PlanPhaseApproved,
+		},
+		{
+			name: "an apply created after the plan with approved-plan equal to its hash succeeded: Applied",
+			job:  planJob(1, succeeded), retained: jobs(applyOf(5, succeeded, AnnotationApprovedPlan, planHash)),
+			owner: PlanOwner{CurrentInputsHash: inputsHash}, want: PlanPhaseApplied,
+		},
+		{
+			name: "an apply of the same hash created before the plan did not apply it",
+			job:  planJob(2, succeeded), retained: jobs(applyOf(1, succeeded, AnnotationApprovedPlan, planHash)),
+			owner: PlanOwner{}, want: PlanPhaseSuperseded,
+		},
+		{
+			name: "an apply of another plan does not apply it",
+			job:  planJob(1, succeeded), retained: jobs(applyOf(5, succeeded, AnnotationApprovedPlan, "p2:other")),
+			owner: currentPlan(), want: PlanPhaseAwaitingApproval,
+		},
+		{
+			name: "the approved apply reported plan-changed: Changed",
+			job:  planJob(1, succeeded), retained: jobs(applyOf(5, planChanged, AnnotationApprovedPlan, planHash)),
+			owner: PlanOwner{Plan: &CurrentPlan{PlanHash: "p2:new", Job: "apply-a5"}}, want: PlanPhaseChanged,
+		},
+		{
+			name: "a failed approved apply leaves the plan Approved, since it retries the same plan",
+			job:  planJob(1, succeeded), retained: jobs(applyOf(5, failed, AnnotationApprovedPlan, planHash)),
+			owner: with(currentPlan(), func(o *PlanOwner) { o.ApprovePlan = planHash }), want: PlanPhaseApproved,
+		},
+		{name: "a plan that is not status.plan is Superseded", job: planJob(1, succeeded), owner: PlanOwner{}, want: PlanPhaseSuperseded},
+		{
+			name:  "status.plan made from inputs that are no longer current is Superseded",
+			job:   planJob(1, succeeded),
+			owner: with(currentPlan(), func(o *PlanOwner) { o.CurrentInputsHash = "h1:newer" }), want: PlanPhaseSuperseded,
+		},
+		{
+			name:  "status.plan naming another Job supersedes this one",
+			job:   planJob(1, succeeded),
+			owner: with(currentPlan(), func(o *PlanOwner) { o.Plan.Job = "plan-a2" }), want: PlanPhaseSuperseded,
+		},
+		{
+			name:  "with the current inputs unknown, status.plan alone decides",
+			job:   planJob(1, succeeded),
+			owner: with(currentPlan(), func(o *PlanOwner) { o.CurrentInputsHash = "" }), want: PlanPhaseAwaitingApproval,
+		},
+		{
+			name: "a plan-changed apply carries the new plan, awaiting approval while it is status.plan",
+			job: mkJob(OpApply, 5, planChanged, annotate(AnnotationApprovedPlan, planHash),
+				withSummary(Summary{Outcome: OutcomePlanChanged, Plan: &PlanSummary{Hash: "p2:new", Change: 1}})),
+			owner: PlanOwner{Plan: &CurrentPlan{PlanHash: "p2:new", Job: "apply-a5"}}, want: PlanPhaseAwaitingApproval,
+			check: func(t *testing.T, v PlanView) {
+				if v.Source != PlanSourceChangedApply || v.ApprovalHash != "p2:new" || v.Change != 1 {
+					t.Errorf("view %+v", v)
+				}
+			},
+		},
+		{
+			name: "a plan-changed apply's new plan is Applied by a later apply of it",
+			job: mkJob(OpApply, 5, planChanged,
+				withSummary(Summary{Outcome: OutcomePlanChanged, Plan: &PlanSummary{Hash: "p2:new"}})),
+			retained: jobs(applyOf(6, succeeded, AnnotationApprovedPlan, "p2:new")), want: PlanPhaseApplied,
+		},
+		{
+			name: "a plan-changed apply without a new plan is Failed",
+			job:  mkJob(OpApply, 5, planChanged), want: PlanPhaseFailed,
+		},
+		{
+			name: "a blocked apply awaits approve-destructive-plan=<inputs hash>",
+			job:  blockedApply(1, inputsHash), owner: PlanOwner{CurrentInputsHash: inputsHash}, want: PlanPhaseAwaitingApproval,
+			check: func(t *testing.T, v PlanView) {
+				if v.Source != PlanSourceBlockedApply || v.ApprovalHash != inputsHash || v.PlanHash != "" || !v.Destructive ||
+					v.Destroy != 1 || len(v.Resources) != 1 || v.Resources[0].Address != "a.b" {
+					t.Errorf("view %+v", v)
+				}
+			},
+		},
+		{
+			name: "approve-destructive-plan equal to its inputs hash makes a blocked apply Approved",
+			job:  blockedApply(1, inputsHash), want: PlanPhaseApproved,
+			owner: PlanOwner{CurrentInputsHash: inputsHash, ApproveDestructivePlan: inputsHash, ApprovedBy: "bob"},
+			check: func(t *testing.T, v PlanView) {
+				if v.ApprovedBy != "bob" {
+					t.Errorf("approved by %q", v.ApprovedBy)
+				}
+			},
+		},
+		{
+			name: "an approve-plan annotation does not approve a blocked apply",
+			job:  blockedApply(1, inputsHash), want: PlanPhaseAwaitingApproval,
+			owner: PlanOwner{ApprovePlan: inputsHash},
+		},
+		{
+			name: "a newer apply of the same inputs that succeeded applied it",
+			job:  blockedApply(1, inputsHash), retained: jobs(applyOf(2, succeeded, AnnotationInputsHash, inputsHash)),
+			owner: PlanOwner{CurrentInputsHash: inputsHash}, want: PlanPhaseApplied,
+		},
+		{
+			name: "a newer approved apply of the same inputs that failed leaves it Approved",
+			job:  blockedApply(1, inputsHash), retained: jobs(applyOf(2, failed, AnnotationInputsHash, inputsHash)),
+			owner: PlanOwner{ApproveDestructivePlan: inputsHash}, want: PlanPhaseApproved,
+		},
+		{
+			name:  "a blocked apply of inputs that are no longer current is Superseded",
+			job:   blockedApply(1, inputsHash),
+			owner: PlanOwner{CurrentInputsHash: "h1:newer", ApproveDestructivePlan: inputsHash}, want: PlanPhaseSuperseded,
+		},
+		{
+			name: "a newer apply of other inputs supersedes a blocked apply",
+			job:  blockedApply(1, inputsHash), retained: jobs(applyOf(2, succeeded, AnnotationInputsHash, "h1:newer")),
+			want: PlanPhaseSuperseded,
+		},
+		{
+			name: "a newer blocked apply of the same inputs supersedes an older one",
+			job:  blockedApply(1, inputsHash), retained: jobs(blockedApply(2, inputsHash)),
+			want: PlanPhaseSuperseded,
+		},
+		{
+			name: "an older apply does not decide a blocked apply's phase",
+			job:  blockedApply(2, inputsHash), retained: jobs(applyOf(1, succeeded, AnnotationInputsHash, "h1:older")),
+			want: PlanPhaseAwaitingApproval,
+		},
+		{name: "a succeeded apply carries no plan", job: mkJob(OpApply, 1, succeeded), wantNoPln: true},
+		{name: "a failed apply carries no plan", job: mkJob(OpApply, 1, failed), wantNoPln: true},
+		{name: "a drift check carries no plan", job: mkJob(OpDrift, 1, succeeded), wantNoPln: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, ok := ViewPlan(tt.job, tt.retained, tt.owner)
+			if ok == tt.wantNoPln {
+				t.Fatalf("ViewPlan() ok = %v", ok)
+			}
+			if tt.wantNoPln {
+				return
+			}
+			if v.Phase != tt.want {
+				t.Errorf("phase = %s, want %s", v.Phase, tt.want)
+			}
+			if v.Target.Name != "web" {
+				t.Errorf("target %+v", v.Target)
+			}
+			if tt.check != nil {
+				tt.check(t, v)
+			}
+		})
+	}
+}
+
+func TestPlanApprovalCheck(t *testing.T) {
+	plan := planJob(1, succeeded)
+	drift := mkJob(OpDrift, 1, succeeded)
+	blockedJob := blockedApply(1, inputsHash)
+	now := at(60)
+	approvedAt := now.UTC().Format(time.RFC3339)
+	tests := []struct {
+		name     string
+		job      *batchv1.Job
+		retained []batchv1.Job
+		owner    PlanOwner
+		hash     string
+		want     ApprovalVerdict
+		wantMsg  string
+		wantAnn  map[string]string
+	}{
+		{name: "an unknown plan is not found", job: nil, hash: planHash, want: ApprovalNotFound, wantMsg: "not found"},
+		{name: "a Job that carries no plan is not found", job: &drift, hash: planHash, want: ApprovalNotFound, wantMsg: "carries no plan"},
+		{
+			name: "the current plan quoted by its hash is approved with approve-plan, approved-by and approved-at",
+			job:  &plan, owner: currentPlan(), hash: planHash, want: ApprovalAllowed,
+			wantAnn: map[string]string{AnnotationApprovePlan: planHash, AnnotationApprovedBy: "alice", AnnotationApprovedAt: approvedAt},
+		},
+		{
+			name: "approving an approved plan again is allowed",
+			job:  &plan, owner: func() PlanOwner { o := currentPlan(); o.ApprovePlan = planHash; return o }(), hash: planHash, want: ApprovalAllowed,
+			wantAnn: map[string]string{AnnotationApprovePlan: planHash, AnnotationApprovedBy: "alice", AnnotationApprovedAt: approvedAt},
+		},
+		{
+			name: "a blocked apply quoted by its inputs hash is approved with approve-destructive-plan",
+			job:  &blockedJob, owner: PlanOwner{CurrentInputsHash: inputsHash}, hash: inputsHash, want: ApprovalAllowed,
+			wantAnn: map[string]string{AnnotationApproveDestructivePlan: inputsHash, AnnotationApprovedBy: "alice", AnnotationApprovedAt: approvedAt},
+		},
+		{name: "a hash that differs is a conflict", job: &plan, owner: currentPlan(), hash: "p2:other", want: ApprovalConflict, wantMsg: "has hash " + planHash + ", not p2:other"},
+		{name: "a plan that is not the object's current one is a conflict", job: &plan, owner: PlanOwner{}, hash: planHash, want: ApprovalConflict, wantMsg: "is not the current plan of TerraformCluster web"},
+		{name: "a plan still planning is a conflict", job: ptrTo(mkJob(OpPlan, 1, running)), hash: planHash, want: ApprovalConflict, wantMsg: "still planning"},
+		{name: "a failed plan is a conflict", job: ptrTo(planJob(1, failed)), hash: planHash, want: ApprovalConflict, wantMsg: "failed"},
+		{
+			name: "an applied plan is a conflict", job: &plan, retained: jobs(applyOf(5, succeeded, AnnotationApprovedPlan, planHash)),
+			hash: planHash, want: ApprovalConflict, wantMsg: "already applied",
+		},
+		{
+			name: "a changed plan is a conflict that points to the new plan", job: &plan, retained: jobs(applyOf(5, planChanged, AnnotationApprovedPlan, planHash)),
+			hash: planHash, want: ApprovalConflict, wantMsg: "approve the new plan",
+		},
+		{
+			name: "a blocked apply without an inputs hash has nothing to approve", job: ptrTo(mkJob(OpApply, 1, blocked)),
+			hash: "", want: ApprovalConflict, wantMsg: "no hash",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := PlanApprovalCheck(tt.job, tt.retained, tt.owner, tt.hash, "alice", now)
+			if got.Verdict != tt.want {
+				t.Fatalf("verdict = %s (%s), want %s", got.Verdict, got.Message, tt.want)
+			}
+			if !strings.Contains(got.Message, tt.wantMsg) {
+				t.Errorf("message %q does not contain %q", got.Message, tt.wantMsg)
+			}
+			if !maps.Equal(got.Annotations, tt.wantAnn) {
+				t.Errorf("annotations = %v, want %v", got.Annotations, tt.wantAnn)
+			}
+		})
+	}
+}
+
+func ptrTo(j batchv1.Job) *batchv1.Job { return &j }
