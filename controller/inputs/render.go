@@ -1,0 +1,155 @@
+// Package inputs renders the root module of a run (main.tf.json) and its variables
+// (terraform.tfvars.json) from an object's spec, and hashes them. The hash names the Jobs of apply
+// and plan and is recorded on the state, so it must depend on nothing but what the run sees.
+package inputs
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// File names of the rendered inputs, as the runner finds them in /captf/config.
+const (
+	MainFile = "main.tf.json"
+	VarsFile = "terraform.tfvars.json"
+)
+
+// ModulePath is where the module image holds its module.
+const ModulePath = "/captf/module"
+
+// MaxBytes bounds the rendered inputs: both files together must fit a Secret with room to spare.
+const MaxBytes = 1_000_000
+
+// HashPrefix versions the inputs hash, so a change of the rendering can be told apart.
+const HashPrefix = "h1:"
+
+// moduleName is the name of the module block in the rendered root.
+const moduleName = "workspace"
+
+// variableName is what Terraform accepts as a variable name.
+var variableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+
+// reserved are the meta-arguments of a module block; a variable of that name cannot be passed.
+var reserved = map[string]bool{
+	"source": true, "version": true, "providers": true, "count": true, "for_each": true, "depends_on": true,
+}
+
+// Rendered is the pair of files a run gets, and their hash.
+type Rendered struct {
+	Main []byte
+	Vars []byte
+	// Hash is HashPrefix + hex SHA-256 over the image reference and both files.
+	Hash string
+}
+
+// Size is the number of bytes both files take.
+func (r Rendered) Size() int { return len(r.Main) + len(r.Vars) }
+
+// Data returns the files as the data of a Secret.
+func (r Rendered) Data() map[string][]byte {
+	return map[string][]byte{MainFile: r.Main, VarsFile: r.Vars}
+}
+
+// TooLargeError reports rendered inputs beyond MaxBytes.
+type TooLargeError struct{ Size int }
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("the rendered inputs take %d bytes, more than the limit of %d", e.Size, MaxBytes)
+}
+
+// Render builds the root module and the variables file. variables is the raw JSON object of
+// spec.variables (nil for none); image is the module image reference, part of the hash because a
+// new image is a new apply. Invalid variables are reported with their field paths under path.
+func Render(image string, variables []byte, path *field.Path) (Rendered, error) {
+	vars := map[string]json.RawMessage{}
+	if len(bytes.TrimSpace(variables)) > 0 && !bytes.Equal(bytes.TrimSpace(variables), []byte("null")) {
+		if err := json.Unmarshal(variables, &vars); err != nil {
+			return Rendered{}, field.Invalid(path, "<json>", fmt.Sprintf("must be a JSON object: %v", err))
+		}
+	}
+	names := make([]string, 0, len(vars))
+	for name := range vars {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+
+	var errs field.ErrorList
+	variableBlocks := map[string]any{}
+	module := map[string]any{"source": ModulePath}
+	for _, name := range names {
+		switch {
+		case !variableName.MatchString(name):
+			errs = append(errs, field.Invalid(path.Key(name), name, "must start with a letter or underscore and hold only letters, digits, underscores and dashes"))
+		case reserved[name]:
+			errs = append(errs, field.Invalid(path.Key(name), name, "is a meta-argument of a module block and cannot be a variable name"))
+		default:
+			variableBlocks[name] = map[string]any{}
+			module[name] = "${var." + name + "}"
+		}
+	}
+	if len(errs) > 0 {
+		return Rendered{}, errs.ToAggregate()
+	}
+
+	root := map[string]any{
+		// The backend is completed by the runner's -backend-config flags.
+		"terraform": map[string]any{"backend": map[string]any{"kubernetes": map[string]any{}}},
+		"module":    map[string]any{moduleName: module},
+		// Every output of the module, marked sensitive so no value shows in plans or logs.
+		"output": map[string]any{moduleName: map[string]any{"value": "${module." + moduleName + "}", "sensitive": true}},
+	}
+	if len(variableBlocks) > 0 {
+		root["variable"] = variableBlocks
+	}
+	main, err := canonical(root)
+	if err != nil {
+		return Rendered{}, fmt.Errorf("rendering %s: %w", MainFile, err)
+	}
+	canonicalVars := map[string]any{}
+	for _, name := range names {
+		var value any
+		dec := json.NewDecoder(bytes.NewReader(vars[name]))
+		dec.UseNumber() // numbers keep their literal text, so the hash does not move with float rounding
+		if err := dec.Decode(&value); err != nil {
+			return Rendered{}, field.Invalid(path.Key(name), "<json>", err.Error())
+		}
+		canonicalVars[name] = value
+	}
+	varsFile, err := canonical(canonicalVars)
+	if err != nil {
+		return Rendered{}, fmt.Errorf("rendering %s: %w", VarsFile, err)
+	}
+	r := Rendered{Main: main, Vars: varsFile, Hash: Hash(image, main, varsFile)}
+	if r.Size() > MaxBytes {
+		return r, &TooLargeError{Size: r.Size()}
+	}
+	return r, nil
+}
+
+// Hash is the inputs hash over an image reference and the two rendered files.
+func Hash(image string, main, vars []byte) string {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(image), main, vars} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	return HashPrefix + hex.EncodeToString(h.Sum(nil))
+}
+
+// canonical encodes v as JSON with sorted object keys and no HTML escaping.
+func canonical(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

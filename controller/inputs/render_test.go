@@ -1,0 +1,141 @@
+package inputs
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+var variablesPath = field.NewPath("spec", "variables")
+
+func TestRender(t *testing.T) {
+	const image = "registry.example/modules/net:v1"
+	base := mustRender(t, image, `{"region":"eu","size":3}`)
+	for _, tc := range []struct {
+		rule      string
+		image     string
+		variables string
+		sameHash  bool
+	}{
+		{"key order does not change the hash", image, `{"size":3,"region":"eu"}`, true},
+		{"white space does not change the hash", image, "{ \"region\" : \"eu\",\n \"size\": 3 }", true},
+		{"a changed value changes the hash", image, `{"region":"us","size":3}`, false},
+		{"an added variable changes the hash", image, `{"region":"eu","size":3,"zone":"a"}`, false},
+		{"a new image changes the hash", "registry.example/modules/net:v2", `{"region":"eu","size":3}`, false},
+		{"numbers keep their literal text", image, `{"region":"eu","size":3.0}`, false},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			got := mustRender(t, tc.image, tc.variables)
+			if (got.Hash == base.Hash) != tc.sameHash {
+				t.Fatalf("hash %s vs %s, want same=%v", got.Hash, base.Hash, tc.sameHash)
+			}
+		})
+	}
+}
+
+func TestRenderedRootPassesEveryVariableToTheModule(t *testing.T) {
+	r := mustRender(t, "img", `{"region":"eu","tags":{"a":"b"}}`)
+	var root struct {
+		Terraform struct {
+			Backend map[string]any `json:"backend"`
+		} `json:"terraform"`
+		Variable map[string]any            `json:"variable"`
+		Module   map[string]map[string]any `json:"module"`
+		Output   map[string]map[string]any `json:"output"`
+	}
+	if err := json.Unmarshal(r.Main, &root); err != nil {
+		t.Fatalf("main.tf.json is not JSON: %v", err)
+	}
+	if _, ok := root.Terraform.Backend["kubernetes"]; !ok {
+		t.Errorf("root has no kubernetes backend: %s", r.Main)
+	}
+	module := root.Module["workspace"]
+	if module["source"] != ModulePath || module["region"] != "${var.region}" || module["tags"] != "${var.tags}" {
+		t.Errorf("module block = %v", module)
+	}
+	if len(root.Variable) != 2 {
+		t.Errorf("variables declared = %v, want region and tags", root.Variable)
+	}
+	if root.Output["workspace"]["sensitive"] != true {
+		t.Errorf("the module's outputs are not marked sensitive: %v", root.Output)
+	}
+	if string(r.Vars) != `{"region":"eu","tags":{"a":"b"}}` {
+		t.Errorf("tfvars = %s", r.Vars)
+	}
+	if data := r.Data(); len(data) != 2 || string(data[MainFile]) != string(r.Main) || string(data[VarsFile]) != string(r.Vars) {
+		t.Errorf("Data() = %v", data)
+	}
+}
+
+func TestRenderWithoutVariables(t *testing.T) {
+	for _, variables := range []string{"", "null", "{}"} {
+		r := mustRender(t, "img", variables)
+		if string(r.Vars) != "{}" || strings.Contains(string(r.Main), `"variable"`) {
+			t.Errorf("variables %q rendered %s and %s", variables, r.Main, r.Vars)
+		}
+	}
+}
+
+func TestRenderRejectsBadVariables(t *testing.T) {
+	for _, tc := range []struct {
+		rule      string
+		variables string
+		wantPath  string
+	}{
+		{"variables must be an object", `["a"]`, "spec.variables"},
+		{"variables must be JSON", `{"a":`, "spec.variables"},
+		{"a name must start with a letter or underscore", `{"1a":1}`, "spec.variables[1a]"},
+		{"a name may not hold dots", `{"a.b":1}`, "spec.variables[a.b]"},
+		{"a module meta-argument is no variable name", `{"count":1}`, "spec.variables[count]"},
+		{"source is reserved", `{"source":"x"}`, "spec.variables[source]"},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			_, err := Render("img", []byte(tc.variables), variablesPath)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), tc.wantPath) {
+				t.Fatalf("error %q does not name %s", err, tc.wantPath)
+			}
+		})
+	}
+}
+
+func TestRenderRejectsInputsBeyondTheLimit(t *testing.T) {
+	big := `{"blob":"` + strings.Repeat("x", MaxBytes) + `"}`
+	r, err := Render("img", []byte(big), variablesPath)
+	var tooLarge *TooLargeError
+	if !errors.As(err, &tooLarge) {
+		t.Fatalf("err = %v, want TooLargeError", err)
+	}
+	if tooLarge.Size != r.Size() || r.Size() <= MaxBytes {
+		t.Fatalf("size %d, rendered %d", tooLarge.Size, r.Size())
+	}
+	if !strings.Contains(err.Error(), "1000000") {
+		t.Errorf("error %q does not name the limit", err)
+	}
+}
+
+func TestRenderAtTheLimitIsAccepted(t *testing.T) {
+	r := mustRender(t, "img", `{"blob":""}`)
+	pad := MaxBytes - r.Size()
+	r, err := Render("img", []byte(`{"blob":"`+strings.Repeat("x", pad)+`"}`), variablesPath)
+	if err != nil || r.Size() != MaxBytes {
+		t.Fatalf("size %d, err %v; want exactly %d accepted", r.Size(), err, MaxBytes)
+	}
+}
+
+func mustRender(t *testing.T, image, variables string) Rendered {
+	t.Helper()
+	r, err := Render(image, []byte(variables), variablesPath)
+	if err != nil {
+		t.Fatalf("Render(%s): %v", variables, err)
+	}
+	if !strings.HasPrefix(r.Hash, HashPrefix) {
+		t.Fatalf("hash %q lacks the prefix %q", r.Hash, HashPrefix)
+	}
+	return r
+}

@@ -1,0 +1,138 @@
+// Package state reads the Terraform/OpenTofu state that the kubernetes backend keeps in a Secret
+// beside the object: whether it exists, which inputs it was applied from and what it holds.
+package state
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Workspace is the only backend workspace captf uses.
+const Workspace = "default"
+
+// dataKey is where the kubernetes backend keeps the gzip-compressed state.
+const dataKey = "tfstate"
+
+// maxStateBytes bounds the decompressed state the controller will read.
+const maxStateBytes = 64 << 20
+
+// InputsHashAnnotation on the state Secret records the inputs hash of the last successful apply.
+const InputsHashAnnotation = "captf.io/inputs-hash"
+
+// SecretName is the name of the state Secret of a backend secret suffix.
+func SecretName(suffix string) string { return "tfstate-" + Workspace + "-" + suffix }
+
+// LockLeaseName is the name of the Lease that locks the state of a backend secret suffix.
+func LockLeaseName(suffix string) string { return "lock-" + SecretName(suffix) }
+
+// Errors that make a state unreadable; each has its own StateReadable reason.
+var (
+	// ErrCorrupt: the Secret holds no decodable state.
+	ErrCorrupt = errors.New("state is corrupt")
+	// ErrEncrypted: the state is encrypted by OpenTofu and the controller has no key.
+	ErrEncrypted = errors.New("state is encrypted")
+	// ErrUnsupportedVersion: the state is not format version 4.
+	ErrUnsupportedVersion = errors.New("state format version is not 4")
+)
+
+// State is what the controller needs to know of a state.
+type State struct {
+	// Exists is false when there is no state Secret or it holds no state.
+	Exists bool
+	// InputsHash is the inputs hash recorded after the last successful apply; empty when none is.
+	InputsHash string
+	// Serial and Lineage identify the state's version.
+	Serial  int64
+	Lineage string
+	// Resources counts the managed resource instances.
+	Resources int
+	// Outputs are the module's outputs, when the root passes them through.
+	Outputs map[string]json.RawMessage
+}
+
+// Empty reports whether the state holds no resources, as after a destroy.
+func (s State) Empty() bool { return !s.Exists || s.Resources == 0 }
+
+type stateFile struct {
+	Version       int             `json:"version"`
+	Serial        int64           `json:"serial"`
+	Lineage       string          `json:"lineage"`
+	EncryptedData json.RawMessage `json:"encrypted_data"`
+	Outputs       map[string]struct {
+		Value json.RawMessage `json:"value"`
+	} `json:"outputs"`
+	Resources []struct {
+		Mode      string            `json:"mode"`
+		Instances []json.RawMessage `json:"instances"`
+	} `json:"resources"`
+}
+
+// Read reads the state from its Secret; a nil Secret is no state.
+func Read(secret *corev1.Secret) (State, error) {
+	if secret == nil {
+		return State{}, nil
+	}
+	raw, ok := secret.Data[dataKey]
+	if !ok {
+		return State{}, nil
+	}
+	gz, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return State{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(gz, maxStateBytes+1))
+	if err != nil {
+		return State{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if len(data) > maxStateBytes {
+		return State{}, fmt.Errorf("%w: more than %d bytes decompressed", ErrCorrupt, maxStateBytes)
+	}
+	return Parse(data, secret.Annotations[InputsHashAnnotation])
+}
+
+// Parse reads a decompressed state document.
+func Parse(data []byte, inputsHash string) (State, error) {
+	var f stateFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return State{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if len(f.EncryptedData) > 0 {
+		return State{}, ErrEncrypted
+	}
+	if f.Version != 4 {
+		return State{}, fmt.Errorf("%w: version %d", ErrUnsupportedVersion, f.Version)
+	}
+	s := State{Exists: true, InputsHash: inputsHash, Serial: f.Serial, Lineage: f.Lineage}
+	for _, r := range f.Resources {
+		if r.Mode == "managed" {
+			s.Resources += len(r.Instances)
+		}
+	}
+	if len(f.Outputs) > 0 {
+		s.Outputs = make(map[string]json.RawMessage, len(f.Outputs))
+		for name, o := range f.Outputs {
+			s.Outputs[name] = o.Value
+		}
+	}
+	return s, nil
+}
+
+// Compress encodes a state document as the kubernetes backend stores it; tests use it to write
+// states behind OpenTofu's back.
+func Compress(data []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	if _, err := gz.Write(data); err != nil {
+		return nil, err
+	}
+	if err := gz.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
