@@ -1,0 +1,45 @@
+package v1alpha1
+
+import "sigs.k8s.io/controller-runtime/pkg/client"
+
+// Workspace is what the three kinds share: an object whose spec embeds WorkspaceSpec and whose
+// status embeds WorkspaceStatus. The controller's kind-agnostic engine works on it.
+// +kubebuilder:object:generate=false
+type Workspace interface {
+	client.Object
+	// WorkspaceSpec returns the shared part of the spec.
+	WorkspaceSpec() *WorkspaceSpec
+	// WorkspaceStatus returns the shared part of the status, for writing.
+	WorkspaceStatus() *WorkspaceStatus
+	// DriftPolicy returns the drift schedule and action; a machine only reports.
+	DriftPolicy() DriftSpec
+}
+
+// WorkspaceSpec returns the shared part of the spec.
+func (c *TerraformCluster) WorkspaceSpec() *WorkspaceSpec { return &c.Spec.WorkspaceSpec }
+
+// WorkspaceStatus returns the shared part of the status.
+func (c *TerraformCluster) WorkspaceStatus() *WorkspaceStatus { return &c.Status.WorkspaceStatus }
+
+// DriftPolicy returns the drift schedule and action.
+func (c *TerraformCluster) DriftPolicy() DriftSpec { return c.Spec.Drift }
+
+// WorkspaceSpec returns the shared part of the spec.
+func (m *TerraformMachine) WorkspaceSpec() *WorkspaceSpec { return &m.Spec.WorkspaceSpec }
+
+// WorkspaceStatus returns the shared part of the status.
+func (m *TerraformMachine) WorkspaceStatus() *WorkspaceStatus { return &m.Status.WorkspaceStatus }
+
+// DriftPolicy returns the drift schedule; a machine's drift is only reported.
+func (m *TerraformMachine) DriftPolicy() DriftSpec {
+	return DriftSpec{IntervalSeconds: m.Spec.Drift.IntervalSeconds, Action: DriftActionReport}
+}
+
+// WorkspaceSpec returns the shared part of the spec.
+func (p *TerraformMachinePool) WorkspaceSpec() *WorkspaceSpec { return &p.Spec.WorkspaceSpec }
+
+// WorkspaceStatus returns the shared part of the status.
+func (p *TerraformMachinePool) WorkspaceStatus() *WorkspaceStatus { return &p.Status.WorkspaceStatus }
+
+// DriftPolicy returns the drift schedule and action.
+func (p *TerraformMachinePool) DriftPolicy() DriftSpec { return p.Spec.Drift }

@@ -1,0 +1,230 @@
+// Package decide chooses the next operation of an object: a pure function of the object's facts,
+// its state, its retained Jobs and the time, so every rule of the priority table is tested as a
+// table row. The controller gathers the facts and carries the decision out.
+package decide
+
+import (
+	"hash/fnv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/state"
+	"github.com/captf/captf/jobs"
+)
+
+// Reasons of a decision. A due op held back by its backoff gets the reason plus BackoffSuffix.
+const (
+	ReasonJobActive              = "JobActive"
+	ReasonDeletionHeld           = "DeletionHeld"
+	ReasonDeletingWithoutState   = "DeletingWithoutState"
+	ReasonDeleting               = "Deleting"
+	ReasonStateUnreadable        = "StateUnreadable"
+	ReasonNoState                = "NoState"
+	ReasonStateWithoutInputsHash = "StateWithoutInputsHash"
+	ReasonInputsChanged          = "InputsChanged"
+	ReasonLastApplyFailed        = "LastApplyFailed"
+	ReasonInputsUnavailable      = "InputsUnavailable"
+	ReasonRefreshAfterApply      = "RefreshAfterApply"
+	ReasonDriftDue               = "DriftDue"
+	ReasonUpToDate               = "UpToDate"
+
+	// BackoffSuffix marks a due op that waits for its backoff window, e.g. InputsChangedBackoff.
+	BackoffSuffix = "Backoff"
+)
+
+// Requeue intervals of the decisions that start nothing.
+const (
+	JobActiveRequeue       = time.Minute
+	StateRequeue           = time.Minute
+	InputsRequeue          = 10 * time.Minute
+	DefaultDriftInterval   = 30 * time.Minute
+	maxJitterFractionDenom = 10 // jitter is at most a tenth of the interval
+)
+
+// Input holds the facts a decision is made from.
+type Input struct {
+	Kind      jobs.Kind
+	UID       types.UID
+	CreatedAt time.Time
+	Deleting  bool
+	// Mutable is true when changed inputs are applied again: clusters and pools always,
+	// machines never (their inputs are immutable once provisioned).
+	Mutable bool
+	// State is the object's state; StateErr is set when it could not be read.
+	State    state.State
+	StateErr error
+	// CurrentInputsHash is the hash of the inputs rendered in this pass; empty when the inputs
+	// could not be rendered.
+	CurrentInputsHash string
+	// InterruptedApply names an apply Job that disappeared while it ran; an apply is due.
+	InterruptedApply string
+	// Jobs are the object's retained Jobs.
+	Jobs   []batchv1.Job
+	Limits jobs.Limits
+	// Drift is the object's drift policy.
+	Drift infrav1.DriftSpec
+	// LastDriftCheck and LastRefresh are when the last successful drift check and refresh
+	// finished; zero when none did.
+	LastDriftCheck time.Time
+	LastRefresh    time.Time
+	Now            time.Time
+}
+
+// Decision is what to do now.
+type Decision struct {
+	// Op is the operation to start; empty to start nothing.
+	Op jobs.Op
+	// Reason says why, as recorded in metrics and conditions.
+	Reason string
+	// DropFinalizer is set when a deleted object has nothing left to destroy.
+	DropFinalizer bool
+	// RequeueAfter is when to look again when nothing starts; zero means only on change.
+	RequeueAfter time.Duration
+	// Names are the facts the Job's name is made from.
+	Names jobs.NameSources
+	// AfterFailedApply marks an apply started because the previous one failed.
+	AfterFailedApply bool
+	// Backoff is the window that holds a due op back.
+	Backoff *jobs.BackoffWindow
+}
+
+// Decide applies the priority table: the first matching row wins.
+func Decide(in Input) Decision {
+	if active := activeJob(in.Jobs); active != nil {
+		return Decision{Reason: ReasonJobActive, RequeueAfter: JobActiveRequeue}
+	}
+	if in.Deleting {
+		switch {
+		case in.StateErr != nil:
+			return Decision{Reason: ReasonDeletionHeld, RequeueAfter: StateRequeue}
+		case in.State.Empty():
+			return Decision{Reason: ReasonDeletingWithoutState, DropFinalizer: true}
+		}
+		return in.start(jobs.OpDestroy, ReasonDeleting)
+	}
+	if in.StateErr != nil {
+		return Decision{Reason: ReasonStateUnreadable, RequeueAfter: StateRequeue}
+	}
+	if d, ok := in.dueApply(); ok {
+		if in.CurrentInputsHash == "" {
+			return Decision{Reason: ReasonInputsUnavailable, RequeueAfter: InputsRequeue}
+		}
+		return d
+	}
+	return in.schedule()
+}
+
+// dueApply returns the apply the table asks for, if any.
+func (in Input) dueApply() (Decision, bool) {
+	switch {
+	case !in.State.Exists:
+		return in.start(jobs.OpApply, ReasonNoState), true
+	case in.State.InputsHash == "":
+		return in.start(jobs.OpApply, ReasonStateWithoutInputsHash), true
+	case !in.Mutable:
+		return Decision{}, false
+	case in.CurrentInputsHash != "" && in.CurrentInputsHash != in.State.InputsHash:
+		return in.start(jobs.OpApply, ReasonInputsChanged), true
+	case in.InterruptedApply != "" || lastApplyFailed(in.Jobs):
+		d := in.start(jobs.OpApply, ReasonLastApplyFailed)
+		d.AfterFailedApply = d.Op != ""
+		return d, true
+	}
+	return Decision{}, false
+}
+
+// schedule picks the background op that is due, or when to look again.
+func (in Input) schedule() Decision {
+	if in.Kind != jobs.KindCluster {
+		if applied, ok := lastSuccess(in.Jobs, jobs.OpApply); ok && applied.After(in.LastRefresh) {
+			return in.start(jobs.OpRefresh, ReasonRefreshAfterApply)
+		}
+	}
+	interval := DriftInterval(in.Drift)
+	if interval <= 0 {
+		return Decision{Reason: ReasonUpToDate}
+	}
+	base := in.LastDriftCheck
+	if base.IsZero() {
+		if applied, ok := lastSuccess(in.Jobs, jobs.OpApply); ok {
+			base = applied
+		} else {
+			base = in.CreatedAt
+		}
+	}
+	due := base.Add(interval + Jitter(in.UID, interval))
+	if in.Now.Before(due) {
+		return Decision{Reason: ReasonUpToDate, RequeueAfter: due.Sub(in.Now)}
+	}
+	return in.start(jobs.OpDrift, ReasonDriftDue)
+}
+
+// start chooses op unless its backoff window holds it back.
+func (in Input) start(op jobs.Op, reason string) Decision {
+	names := jobs.NameSources{
+		CurrentInputsHash: in.CurrentInputsHash,
+		StateInputsHash:   in.State.InputsHash,
+		LastDriftCheck:    in.LastDriftCheck,
+		LastRefresh:       in.LastRefresh,
+	}
+	if window, inside := jobs.Backoff(in.Jobs, op, in.Limits, in.Now); inside {
+		return Decision{Reason: reason + BackoffSuffix, RequeueAfter: window.RetryAfter.Sub(in.Now), Backoff: &window, Names: names}
+	}
+	return Decision{Op: op, Reason: reason, Names: names}
+}
+
+// DriftInterval resolves the drift interval: unset means the default, 0 turns checks off.
+func DriftInterval(d infrav1.DriftSpec) time.Duration {
+	if d.IntervalSeconds == nil {
+		return DefaultDriftInterval
+	}
+	return time.Duration(*d.IntervalSeconds) * time.Second
+}
+
+// Jitter spreads the schedules of many objects: a deterministic fraction of at most a tenth of
+// the interval, from the FNV-64a hash of the object's UID.
+func Jitter(uid types.UID, interval time.Duration) time.Duration {
+	span := int64(interval / maxJitterFractionDenom)
+	if span <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(uid))
+	return time.Duration(h.Sum64() % uint64(span))
+}
+
+// activeJob returns a Job of the object that has not finished.
+func activeJob(all []batchv1.Job) *batchv1.Job {
+	for i := range all {
+		if !jobs.OutcomeOf(&all[i]).Finished() {
+			return &all[i]
+		}
+	}
+	return nil
+}
+
+// lastApplyFailed reports whether the newest finished apply, remediation applies aside, failed in
+// a way that counts: blocked and plan-changed applies wait for a person, not a retry.
+func lastApplyFailed(all []batchv1.Job) bool {
+	for _, j := range jobs.OpJobs(all, jobs.OpApply) {
+		outcome := jobs.OutcomeOf(j)
+		if !outcome.Finished() || j.Annotations[jobs.AnnotationDriftRemediation] == "true" {
+			continue
+		}
+		return outcome.CountsAsFailure()
+	}
+	return false
+}
+
+// lastSuccess returns when the newest successful Job of op finished.
+func lastSuccess(all []batchv1.Job, op jobs.Op) (time.Time, bool) {
+	for _, j := range jobs.OpJobs(all, op) {
+		if jobs.OutcomeOf(j).Succeeded() {
+			return jobs.FinishedAt(j)
+		}
+	}
+	return time.Time{}, false
+}
