@@ -1,0 +1,88 @@
+// Package conditions holds the condition types and reasons of the captf kinds and the pure
+// setters that write them, including the Ready summary.
+package conditions
+
+import (
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types.
+const (
+	// ApplyJobSucceeded reports the newest apply, plan or destroy.
+	ApplyJobSucceeded = "ApplyJobSucceeded"
+	// DriftJobSucceeded reports the newest refresh or drift check.
+	DriftJobSucceeded = "DriftJobSucceeded"
+	// DriftDetected is True while the newest drift check found drift (negative polarity).
+	DriftDetected = "DriftDetected"
+	// StateReadable reports whether the state could be read.
+	StateReadable = "StateReadable"
+	// Ready summarises the others.
+	Ready = "Ready"
+)
+
+// Reasons.
+const (
+	ReasonApplySucceeded      = "ApplySucceeded"
+	ReasonDestroySucceeded    = "DestroySucceeded"
+	ReasonApplyFailed         = "ApplyFailed"
+	ReasonDestroyFailed       = "DestroyFailed"
+	ReasonJobDeadlineExceeded = "JobDeadlineExceeded"
+	ReasonInputsTooLarge      = "InputsTooLarge"
+	ReasonInputsInvalid       = "InputsInvalid"
+	ReasonNoApplyYet          = "NoApplyYet"
+	ReasonApplyRunning        = "ApplyRunning"
+	ReasonWaitingForRunLease  = "WaitingForRunLease"
+	ReasonDriftChecked        = "DriftChecked"
+	ReasonDriftJobFailed      = "DriftJobFailed"
+	ReasonDriftJobDeadline    = "DriftJobDeadlineExceeded"
+	ReasonDriftNotChecked     = "DriftNotChecked"
+	ReasonNoDrift             = "NoDrift"
+	ReasonDriftReported       = "DriftReported"
+	ReasonStateRead           = "StateRead"
+	ReasonStateNotFound       = "StateNotFound"
+	ReasonStateCorrupt        = "StateCorrupt"
+	ReasonStateEncrypted      = "StateEncrypted"
+	ReasonStateUnsupported    = "StateUnsupported"
+	ReasonStateUnreadable     = "StateUnreadable"
+	ReasonJobInterrupted      = "JobInterrupted"
+	ReasonNotReady            = "NotReady"
+	ReasonReady               = "Ready"
+)
+
+// Set writes a condition; its transition time moves only when its status changes.
+func Set(conds *[]metav1.Condition, conditionType string, status metav1.ConditionStatus, reason, message string, generation int64, now time.Time) {
+	apimeta.SetStatusCondition(conds, metav1.Condition{
+		Type: conditionType, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now),
+	})
+}
+
+// Get returns a condition, or nil.
+func Get(conds []metav1.Condition, conditionType string) *metav1.Condition {
+	return apimeta.FindStatusCondition(conds, conditionType)
+}
+
+// IsTrue reports whether a condition is True.
+func IsTrue(conds []metav1.Condition, conditionType string) bool {
+	return apimeta.IsStatusConditionTrue(conds, conditionType)
+}
+
+// SetReady summarises: False when an apply failed or the state cannot be read, True when the
+// newest apply succeeded, Unknown otherwise. Waits are Unknown, so they never make Ready False.
+func SetReady(conds *[]metav1.Condition, generation int64, now time.Time) {
+	apply := Get(*conds, ApplyJobSucceeded)
+	stateCond := Get(*conds, StateReadable)
+	switch {
+	case stateCond != nil && stateCond.Status == metav1.ConditionFalse:
+		Set(conds, Ready, metav1.ConditionFalse, stateCond.Reason, stateCond.Message, generation, now)
+	case apply == nil:
+		Set(conds, Ready, metav1.ConditionUnknown, ReasonNoApplyYet, "no apply has finished yet", generation, now)
+	case apply.Status == metav1.ConditionTrue:
+		Set(conds, Ready, metav1.ConditionTrue, ReasonReady, apply.Message, generation, now)
+	default:
+		Set(conds, Ready, apply.Status, apply.Reason, apply.Message, generation, now)
+	}
+}

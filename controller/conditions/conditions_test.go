@@ -1,0 +1,57 @@
+package conditions
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var now = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+
+func TestSetReady(t *testing.T) {
+	for _, tc := range []struct {
+		rule       string
+		set        func(*[]metav1.Condition)
+		wantStatus metav1.ConditionStatus
+		wantReason string
+	}{
+		{"no apply yet is Unknown", func(*[]metav1.Condition) {}, metav1.ConditionUnknown, ReasonNoApplyYet},
+		{"a succeeded apply is Ready", func(c *[]metav1.Condition) {
+			Set(c, ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, now)
+		}, metav1.ConditionTrue, ReasonReady},
+		{"a failed apply is not Ready, with its reason", func(c *[]metav1.Condition) {
+			Set(c, ApplyJobSucceeded, metav1.ConditionFalse, ReasonApplyFailed, "boom", 1, now)
+		}, metav1.ConditionFalse, ReasonApplyFailed},
+		{"a wait is Unknown, never False", func(c *[]metav1.Condition) {
+			Set(c, ApplyJobSucceeded, metav1.ConditionUnknown, ReasonWaitingForRunLease, "", 1, now)
+		}, metav1.ConditionUnknown, ReasonWaitingForRunLease},
+		{"unreadable state is not Ready even after a good apply", func(c *[]metav1.Condition) {
+			Set(c, ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, now)
+			Set(c, StateReadable, metav1.ConditionFalse, ReasonStateCorrupt, "bad", 1, now)
+		}, metav1.ConditionFalse, ReasonStateCorrupt},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			var conds []metav1.Condition
+			tc.set(&conds)
+			SetReady(&conds, 1, now)
+			ready := Get(conds, Ready)
+			if ready.Status != tc.wantStatus || ready.Reason != tc.wantReason {
+				t.Fatalf("Ready = %s/%s, want %s/%s", ready.Status, ready.Reason, tc.wantStatus, tc.wantReason)
+			}
+		})
+	}
+}
+
+func TestTransitionTimeMovesOnlyWithTheStatus(t *testing.T) {
+	var conds []metav1.Condition
+	Set(&conds, ApplyJobSucceeded, metav1.ConditionFalse, ReasonApplyFailed, "a", 1, now)
+	Set(&conds, ApplyJobSucceeded, metav1.ConditionFalse, ReasonJobDeadlineExceeded, "b", 2, now.Add(time.Hour))
+	if c := Get(conds, ApplyJobSucceeded); !c.LastTransitionTime.Time.Equal(now) || c.Reason != ReasonJobDeadlineExceeded || c.ObservedGeneration != 2 {
+		t.Fatalf("condition = %+v", c)
+	}
+	Set(&conds, ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "", 2, now.Add(time.Hour))
+	if c := Get(conds, ApplyJobSucceeded); !c.LastTransitionTime.Time.Equal(now.Add(time.Hour)) || !IsTrue(conds, ApplyJobSucceeded) {
+		t.Fatalf("condition = %+v", c)
+	}
+}

@@ -1,0 +1,255 @@
+// Package jobspec builds the Kubernetes Job of one run: its metadata from the run model, the
+// runner init container that installs the runner, the source container that runs it against the
+// module image, and the volumes that hand it its inputs. It is pure; the controller creates what
+// it returns.
+package jobspec
+
+import (
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/jobs"
+)
+
+// Defaults of the Job policy, resolved here and never written back to the object.
+const (
+	DefaultActiveDeadlineSeconds = 3600
+	DefaultLockTimeoutSeconds    = 300
+	DefaultServiceAccountName    = "captf-runner"
+	// TerminationGracePeriodSeconds gives OpenTofu time to stop cleanly and release its lock.
+	TerminationGracePeriodSeconds = 600
+	// stopTimeoutSeconds is the grace period less a margin, so the runner writes its result
+	// before the kubelet kills it.
+	stopTimeoutSeconds = TerminationGracePeriodSeconds - 30
+)
+
+// Paths inside the pod.
+const (
+	RunnerBinDir   = "/captf/bin"
+	RunnerPath     = RunnerBinDir + "/runner"
+	WorkDir        = "/captf/work"
+	ConfigDir      = "/captf/config"
+	PlanKeyDir     = "/captf/plan-key"
+	PlanKeyFile    = PlanKeyDir + "/key"
+	ModuleDir      = "/captf/module"
+	RuntimePath    = "/captf/runtime"
+	ImageRunnerBin = "/runner"
+	// TerminationMessagePath is where the runner writes its result.
+	TerminationMessagePath = "/dev/termination-log"
+	// RunnerContainer and SourceContainer name the two containers.
+	RunnerContainer = "runner"
+	SourceContainer = "source"
+)
+
+// Params are the facts a Job is built from.
+type Params struct {
+	Kind        jobs.Kind
+	Namespace   string
+	ObjectName  string
+	ClusterName string
+	// Owner is the controller owner reference to the object.
+	Owner metav1.OwnerReference
+
+	Name    string
+	Op      jobs.Op
+	Attempt int32
+	// InputsHash is recorded on the Job of an apply, plan or restore.
+	InputsHash string
+
+	Policy      infrav1.JobPolicy
+	Source      infrav1.SourceSpec
+	RunnerImage string
+	// StateSuffix is the state Secret suffix handed to the kubernetes backend.
+	StateSuffix string
+	// Annotations are added to the Job, e.g. captf.io/drift-remediation.
+	Annotations map[string]string
+	// RunnerArgs are added to `runner run`, e.g. --guard-deletes.
+	RunnerArgs []string
+	// PlanKeySecret, when set, is mounted read-only for the runner to key the plan hash.
+	PlanKeySecret string
+}
+
+// Build returns the Job.
+func Build(p Params) *batchv1.Job {
+	labels := jobs.Labels(p.Kind, p.ObjectName, p.ClusterName, p.Op, p.Attempt)
+	annotations := map[string]string{}
+	if p.InputsHash != "" && (p.Op == jobs.OpApply || p.Op == jobs.OpPlan || p.Op == jobs.OpRestore) {
+		annotations[jobs.AnnotationInputsHash] = p.InputsHash
+	}
+	for k, v := range p.Annotations {
+		annotations[k] = v
+	}
+	deadline := ptr.Deref(p.Policy.ActiveDeadlineSeconds, DefaultActiveDeadlineSeconds)
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            p.Name,
+			Namespace:       p.Namespace,
+			Labels:          labels,
+			Annotations:     annotations,
+			OwnerReferences: []metav1.OwnerReference{p.Owner},
+		},
+		Spec: batchv1.JobSpec{
+			// A failed pod is a failed Job: the controller retries with its own backoff.
+			BackoffLimit:          ptr.To[int32](0),
+			ActiveDeadlineSeconds: ptr.To(deadline),
+			// No TTL: finished Jobs stay until pruned, since backoff and conditions derive from them.
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       podSpec(p),
+			},
+		},
+	}
+}
+
+func podSpec(p Params) corev1.PodSpec {
+	serviceAccount := p.Policy.ServiceAccountName
+	if serviceAccount == "" {
+		serviceAccount = DefaultServiceAccountName
+	}
+	volumes := []corev1.Volume{
+		{Name: "runner", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: jobs.RunSecretName(p.Name), DefaultMode: ptr.To[int32](0o440)}}},
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: "runner", MountPath: RunnerBinDir, ReadOnly: true},
+		{Name: "work", MountPath: WorkDir},
+		{Name: "tmp", MountPath: "/tmp"},
+		{Name: "config", MountPath: ConfigDir, ReadOnly: true},
+	}
+	if p.PlanKeySecret != "" {
+		volumes = append(volumes, corev1.Volume{Name: "plan-key", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: p.PlanKeySecret, DefaultMode: ptr.To[int32](0o440)}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "plan-key", MountPath: PlanKeyDir, ReadOnly: true})
+	}
+	pullPolicy := p.Source.ImagePullPolicy
+	if pullPolicy == "" {
+		pullPolicy = corev1.PullIfNotPresent
+	}
+	return corev1.PodSpec{
+		RestartPolicy:                 corev1.RestartPolicyNever,
+		TerminationGracePeriodSeconds: ptr.To[int64](TerminationGracePeriodSeconds),
+		ServiceAccountName:            serviceAccount,
+		ImagePullSecrets:              p.Policy.ImagePullSecrets,
+		SecurityContext: &corev1.PodSecurityContext{
+			FSGroup:        ptr.To[int64](65532),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		InitContainers: []corev1.Container{{
+			Name:            RunnerContainer,
+			Image:           p.RunnerImage,
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			Command:         []string{ImageRunnerBin, "copy", RunnerPath},
+			VolumeMounts:    []corev1.VolumeMount{{Name: "runner", MountPath: RunnerBinDir}},
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+			},
+			SecurityContext: containerSecurity(true),
+		}},
+		Containers: []corev1.Container{{
+			Name:                     SourceContainer,
+			Image:                    p.Source.Image,
+			ImagePullPolicy:          pullPolicy,
+			Command:                  append([]string{RunnerPath, "run"}, runnerArgs(p)...),
+			Env:                      env(p),
+			VolumeMounts:             mounts,
+			Resources:                resources(p.Policy),
+			TerminationMessagePath:   TerminationMessagePath,
+			TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+			SecurityContext:          containerSecurity(false),
+		}},
+		Volumes: volumes,
+	}
+}
+
+func runnerArgs(p Params) []string {
+	lockTimeout := ptr.Deref(p.Policy.LockTimeoutSeconds, DefaultLockTimeoutSeconds)
+	args := []string{
+		"--op=" + string(p.Op),
+		"--bin=" + RuntimePath,
+		"--module=" + ModuleDir,
+		"--workdir=" + WorkDir,
+		"--config=" + ConfigDir,
+		"--result=" + TerminationMessagePath,
+		"--image=" + p.Source.Image,
+		fmt.Sprintf("--lock-timeout=%ds", lockTimeout),
+		fmt.Sprintf("--stop-timeout=%ds", stopTimeoutSeconds),
+		"--backend-config=secret_suffix=" + p.StateSuffix,
+		"--backend-config=namespace=" + p.Namespace,
+		"--backend-config=in_cluster_config=true",
+	}
+	if p.PlanKeySecret != "" {
+		args = append(args, "--plan-key-file="+PlanKeyFile)
+	}
+	return append(args, p.RunnerArgs...)
+}
+
+// reservedEnv are variables the runner sets itself or that would point OpenTofu elsewhere; a
+// policy cannot override them.
+func reservedEnv(name string) bool {
+	switch name {
+	case "HOME", "TMPDIR", "CHECKPOINT_DISABLE":
+		return true
+	}
+	return strings.HasPrefix(name, "TF_") || strings.HasPrefix(name, "KUBE_") || strings.HasPrefix(name, "KUBERNETES_")
+}
+
+// DroppedEnv lists the policy's environment variables the Job leaves out, for an event.
+func DroppedEnv(policy infrav1.JobPolicy) []string {
+	var dropped []string
+	for _, e := range policy.Env {
+		if reservedEnv(e.Name) {
+			dropped = append(dropped, e.Name)
+		}
+	}
+	return dropped
+}
+
+func env(p Params) []corev1.EnvVar {
+	out := []corev1.EnvVar{
+		{Name: "TF_IN_AUTOMATION", Value: "1"},
+		{Name: "TF_INPUT", Value: "0"},
+		{Name: "HOME", Value: WorkDir},
+		{Name: "TMPDIR", Value: "/tmp"},
+		{Name: "KUBE_NAMESPACE", Value: p.Namespace},
+		{Name: "CHECKPOINT_DISABLE", Value: "1"},
+	}
+	for _, e := range p.Policy.Env {
+		if !reservedEnv(e.Name) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func resources(policy infrav1.JobPolicy) corev1.ResourceRequirements {
+	if policy.Resources != nil {
+		return *policy.Resources
+	}
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+	}
+}
+
+func containerSecurity(init bool) *corev1.SecurityContext {
+	sc := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	if init {
+		sc.RunAsNonRoot = ptr.To(true)
+		sc.RunAsUser = ptr.To[int64](65532)
+	}
+	return sc
+}

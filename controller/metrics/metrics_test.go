@@ -1,0 +1,45 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/captf/captf/jobs"
+)
+
+func TestSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, func() map[[2]string]int {
+		return map[[2]string]int{{"TerraformCluster", "apply"}: 2}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Finished(jobs.KindCluster, jobs.OpApply, jobs.OutcomeSucceeded, 90*time.Second, 3)
+	m.Finished(jobs.KindCluster, jobs.OpApply, jobs.OutcomeDeadlineExceeded, time.Hour, 1)
+	m.Decided(jobs.KindMachine, "", "UpToDate")
+	m.LeaseWaits.WithLabelValues("TerraformMachine", "run_lease").Inc()
+
+	want := `
+# HELP captf_jobs_active Jobs that have not finished, from the Job cache at scrape time.
+# TYPE captf_jobs_active gauge
+captf_jobs_active{kind="TerraformCluster",op="apply"} 2
+# HELP captf_jobs_total Finished Jobs, counted once each at bookkeeping.
+# TYPE captf_jobs_total counter
+captf_jobs_total{kind="TerraformCluster",op="apply",result="deadline"} 1
+captf_jobs_total{kind="TerraformCluster",op="apply",result="succeeded"} 1
+# HELP captf_reconcile_op_decisions_total Decisions of reconcile passes; op is none when nothing started.
+# TYPE captf_reconcile_op_decisions_total counter
+captf_reconcile_op_decisions_total{kind="TerraformMachine",op="none",reason="UpToDate"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "captf_jobs_active", "captf_jobs_total", "captf_reconcile_op_decisions_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(m.JobAttempts); n != 1 {
+		t.Fatalf("attempts series = %d, want only the succeeded Job's", n)
+	}
+}
