@@ -7,15 +7,12 @@ import (
 	"fmt"
 	"os"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller"
 )
 
 func main() {
@@ -24,12 +21,16 @@ func main() {
 		probeAddr     string
 		leaderElect   bool
 		leaderElectNS string
+		runnerImage   string
+		concurrency   int
 		zapOpts       = zap.Options{}
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
 	flag.StringVar(&leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the namespace the manager runs in).")
+	flag.StringVar(&runnerImage, "runner-image", os.Getenv("CAPTF_MANAGER_IMAGE"), "Image of the Jobs' runner init container, which ships /runner (default $CAPTF_MANAGER_IMAGE).")
+	flag.IntVar(&concurrency, "concurrency", 10, "How many objects of each kind are reconciled at once.")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nThe captf controller reconciles TerraformCluster, TerraformMachine and TerraformMachinePool\nand runs their Terraform/OpenTofu operations as Kubernetes Jobs.\n\nFlags:\n", os.Args[0])
@@ -39,20 +40,25 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(infrav1.AddToScheme(scheme))
+	if runnerImage == "" {
+		log.Error(nil, "--runner-image (or $CAPTF_MANAGER_IMAGE) is required")
+		os.Exit(2)
+	}
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                  scheme,
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), controller.ManagerOptions(ctrl.Options{
+		Scheme:                  controller.NewScheme(),
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "controller-leader-election-captf",
 		LeaderElectionNamespace: leaderElectNS,
-	})
+	}))
 	if err != nil {
 		log.Error(err, "unable to create the manager")
+		os.Exit(1)
+	}
+	if err := controller.Setup(mgr, controller.Options{RunnerImage: runnerImage, Concurrency: concurrency}); err != nil {
+		log.Error(err, "unable to set up the reconcilers")
 		os.Exit(1)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -1,0 +1,30 @@
+package controller
+
+import (
+	"context"
+
+	batchv1 "k8s.io/api/batch/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/captf/captf/jobs"
+)
+
+// activeJobs counts the unfinished managed Jobs by owner kind and op from the manager's cache,
+// for the captf_jobs_active gauge.
+func activeJobs(mgr ctrl.Manager) func() map[[2]string]int {
+	return func() map[[2]string]int {
+		var list batchv1.JobList
+		if err := mgr.GetCache().List(context.Background(), &list, client.MatchingLabels{jobs.LabelManaged: jobs.ManagedValue}); err != nil {
+			return nil
+		}
+		counts := map[[2]string]int{}
+		for i := range list.Items {
+			j := &list.Items[i]
+			if !jobs.OutcomeOf(j).Finished() {
+				counts[[2]string{j.Labels[jobs.LabelOwnerKind], string(jobs.OpOf(j))}]++
+			}
+		}
+		return counts
+	}
+}

@@ -1,0 +1,83 @@
+package controller
+
+import (
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/metrics"
+	"github.com/captf/captf/controller/terraformcluster"
+	"github.com/captf/captf/controller/terraformmachine"
+	"github.com/captf/captf/controller/terraformmachinepool"
+	"github.com/captf/captf/controller/workspace"
+	"github.com/captf/captf/jobs"
+)
+
+// Options configure the reconcilers.
+type Options struct {
+	// RunnerImage is the image of the Jobs' runner init container.
+	RunnerImage string
+	// Concurrency is how many objects of each kind are reconciled at once.
+	Concurrency int
+	// Clock is the time source; nil means the real clock.
+	Clock clock.PassiveClock
+}
+
+// NewScheme returns a scheme with the kinds the controller reads and writes.
+func NewScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(infrav1.AddToScheme(scheme))
+	return scheme
+}
+
+// ManagerOptions returns the cache and client settings the reconcilers rely on: only managed
+// Jobs are cached, and Secrets, Leases and Pods are always read from the API server, so a
+// decision never rests on a stale Secret or Lease and the cache holds no Secret data.
+func ManagerOptions(opts ctrl.Options) ctrl.Options {
+	opts.Cache.ByObject = map[client.Object]cache.ByObject{
+		&batchv1.Job{}: {Label: labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue})},
+	}
+	opts.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &coordinationv1.Lease{}, &corev1.Pod{}}}
+	return opts
+}
+
+// Setup registers the three reconcilers and the controller's metrics with the manager.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 10
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	m, err := metrics.New(ctrlmetrics.Registry, activeJobs(mgr))
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	base := workspace.Reconciler{
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		Recorder:    mgr.GetEventRecorder("captf-controller"),
+		Clock:       opts.Clock,
+		Metrics:     m,
+		RunnerImage: opts.RunnerImage,
+	}
+	for _, r := range []*workspace.Reconciler{terraformcluster.New(base), terraformmachine.New(base), terraformmachinepool.New(base)} {
+		if err := r.SetupWithManager(mgr, opts.Concurrency); err != nil {
+			return fmt.Errorf("setting up the %s reconciler: %w", r.Kind, err)
+		}
+	}
+	return nil
+}

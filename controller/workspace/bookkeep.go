@@ -1,0 +1,338 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/conditions"
+	"github.com/captf/captf/controller/jobspec"
+	"github.com/captf/captf/controller/state"
+	"github.com/captf/captf/jobs"
+)
+
+// booked is a Job this pass booked: the annotations to write on it after the status patch.
+type booked struct {
+	job         *batchv1.Job
+	annotations map[string]string
+	outcome     jobs.Outcome
+	ran         time.Duration
+	retry       int
+	summary     jobs.Summary
+}
+
+// bookkeep books every finished Job not booked before: it reads the runner's result from the
+// pod, classifies the Job with the run model, and writes the result into status and conditions.
+// The marks that say it was booked are written only after the status patch succeeded, so a failed
+// patch reads the Job again in the next pass.
+func (p *pass) bookkeep(ctx context.Context) error {
+	for i := range p.jobs {
+		job := &p.jobs[i]
+		if _, done := job.Annotations[jobs.AnnotationBookkept]; done || !jobs.OutcomeOf(job).Finished() {
+			continue
+		}
+		result, err := p.readResult(ctx, job)
+		if err != nil {
+			return err
+		}
+		marks := jobs.BookkeepingMarks(job, result)
+		if job.Annotations == nil {
+			job.Annotations = map[string]string{}
+		}
+		for k, v := range marks {
+			job.Annotations[k] = v
+		}
+		outcome := jobs.OutcomeOf(job)
+		finished, _ := jobs.FinishedAt(job)
+		started, _ := jobs.StartedAt(job)
+		summary := jobs.NewSummary(outcome, finished, result)
+		encoded, err := jobs.EncodeSummary(summary)
+		if err != nil {
+			return fmt.Errorf("encoding the result of Job %s: %w", job.Name, err)
+		}
+		annotations := map[string]string{jobs.AnnotationBookkept: "true", jobs.AnnotationResult: encoded}
+		for k, v := range marks {
+			annotations[k] = v
+		}
+		job.Annotations[jobs.AnnotationBookkept] = "true"
+		job.Annotations[jobs.AnnotationResult] = encoded
+		p.booked = append(p.booked, booked{
+			job: job, annotations: annotations, outcome: outcome, ran: finished.Sub(started),
+			retry: jobs.RetryNumber(job, p.jobs), summary: summary,
+		})
+	}
+	// Status reports the newest booked Job of each op last, so it wins.
+	for _, b := range p.booked {
+		if err := p.record(ctx, b); err != nil {
+			return err
+		}
+	}
+	if status := p.status(); status.ActiveJob != nil {
+		for _, b := range p.booked {
+			if b.job.Name == status.ActiveJob.Name {
+				status.ActiveJob = nil
+			}
+		}
+	}
+	return nil
+}
+
+// readResult reads the runner's result document from the termination message of the Job's
+// newest pod. A missing or unreadable result is no result: the Job's own outcome still holds.
+func (p *pass) readResult(ctx context.Context, job *batchv1.Job) (*jobs.RunnerResult, error) {
+	pods, err := p.podsOf(ctx, job.Name)
+	if err != nil {
+		return nil, err
+	}
+	var message string
+	var newest *corev1.Pod
+	for i := range pods {
+		if newest == nil || newest.CreationTimestamp.Before(&pods[i].CreationTimestamp) {
+			newest = &pods[i]
+		}
+	}
+	if newest != nil {
+		for _, cs := range newest.Status.ContainerStatuses {
+			if cs.Name == jobspec.SourceContainer && cs.State.Terminated != nil {
+				message = cs.State.Terminated.Message
+			}
+		}
+	}
+	if strings.TrimSpace(message) == "" {
+		return nil, nil
+	}
+	result, err := jobs.ParseRunnerResult([]byte(message))
+	if err != nil {
+		logf.FromContext(ctx).Info("unreadable runner result", "job", job.Name, "error", err.Error())
+		return nil, nil
+	}
+	return &result, nil
+}
+
+// record writes a booked Job's result into status and conditions.
+func (p *pass) record(ctx context.Context, b booked) error {
+	status := p.status()
+	op := jobs.OpOf(b.job)
+	finished := metav1.NewTime(b.summary.FinishedAt.Time)
+	if b.summary.FinishedAt == nil {
+		finished = metav1.NewTime(p.now)
+	}
+	last := &infrav1.LastRun{Job: b.job.Name, Operation: infrav1.Operation(op), Outcome: string(b.outcome), FinishedAt: &finished}
+	if e := b.summary.Error; e != nil {
+		last.Error = &infrav1.RunError{Kind: string(e.Kind), Step: e.Step, Summary: e.Summary}
+	}
+	if d := b.summary.Drift; d != nil {
+		last.Drift = &infrav1.DriftSummary{Add: int32(d.Add), Change: int32(d.Change), Destroy: int32(d.Destroy)}
+		for _, r := range d.Resources {
+			last.Drift.Resources = append(last.Drift.Resources, r.Address)
+		}
+	}
+	if status.LastRun == nil || status.LastRun.FinishedAt == nil || !finished.Before(status.LastRun.FinishedAt) {
+		status.LastRun = last
+	}
+
+	gen := p.obj.GetGeneration()
+	conds := &status.Conditions
+	message := describe(b)
+	switch {
+	case b.outcome.Succeeded():
+		switch op {
+		case jobs.OpApply:
+			conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionTrue, conditions.ReasonApplySucceeded, message, gen, p.now)
+			status.Initialization = &infrav1.Initialization{Provisioned: ptr.To(true)}
+			if err := p.adoptState(ctx, b.job); err != nil {
+				return err
+			}
+		case jobs.OpDestroy:
+			conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionTrue, conditions.ReasonDestroySucceeded, message, gen, p.now)
+		case jobs.OpRefresh:
+			status.LastRefresh = &finished
+			conditions.Set(conds, conditions.DriftJobSucceeded, metav1.ConditionTrue, conditions.ReasonDriftChecked, message, gen, p.now)
+		case jobs.OpDrift:
+			status.LastDriftCheck = &finished
+			conditions.Set(conds, conditions.DriftJobSucceeded, metav1.ConditionTrue, conditions.ReasonDriftChecked, message, gen, p.now)
+			if d := b.summary.Drift; d != nil && d.Detected {
+				conditions.Set(conds, conditions.DriftDetected, metav1.ConditionTrue, conditions.ReasonDriftReported,
+					fmt.Sprintf("%d to add, %d to change, %d to destroy", d.Add, d.Change, d.Destroy), gen, p.now)
+			} else {
+				conditions.Set(conds, conditions.DriftDetected, metav1.ConditionFalse, conditions.ReasonNoDrift, "the infrastructure matches the state", gen, p.now)
+			}
+		}
+	case b.outcome == jobs.OutcomeInterrupted:
+		p.setCondition(op, metav1.ConditionUnknown, conditions.ReasonJobInterrupted, message)
+	default:
+		p.setCondition(op, metav1.ConditionFalse, failureReason(op, b.outcome), message)
+	}
+	conditions.SetReady(conds, gen, p.now)
+	return nil
+}
+
+// adoptState records the applied inputs hash on the state Secret and makes the object its
+// (non-controller) owner: the hash is what later passes compare the rendered inputs with.
+func (p *pass) adoptState(ctx context.Context, job *batchv1.Job) error {
+	hash := job.Annotations[jobs.AnnotationInputsHash]
+	if hash == "" {
+		return nil
+	}
+	var secret corev1.Secret
+	key := client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: state.SecretName(p.stateSuffix())}
+	if err := p.r.APIReader.Get(ctx, key, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // an apply that created nothing leaves no state
+		}
+		return fmt.Errorf("reading the state Secret: %w", err)
+	}
+	// Only a newer apply may record its hash: a late bookkeeping of an older apply must not
+	// overwrite the hash of the state that a newer one wrote.
+	if newerApplySucceeded(p.jobs, job) {
+		return nil
+	}
+	owned := false
+	for _, ref := range secret.OwnerReferences {
+		owned = owned || ref.UID == p.obj.GetUID()
+	}
+	if secret.Annotations[state.InputsHashAnnotation] == hash && owned {
+		return nil
+	}
+	patch := client.MergeFrom(secret.DeepCopy())
+	if secret.Annotations == nil {
+		secret.Annotations = map[string]string{}
+	}
+	secret.Annotations[state.InputsHashAnnotation] = hash
+	if !owned {
+		secret.OwnerReferences = append(secret.OwnerReferences, p.ownerRef(false))
+	}
+	if err := p.r.Client.Patch(ctx, &secret, patch); err != nil {
+		return fmt.Errorf("recording the inputs hash on the state Secret: %w", err)
+	}
+	return nil
+}
+
+func newerApplySucceeded(all []batchv1.Job, job *batchv1.Job) bool {
+	for _, j := range jobs.OpJobs(all, jobs.OpApply) {
+		if j.Name == job.Name {
+			return false
+		}
+		if jobs.OutcomeOf(j).Succeeded() {
+			return true
+		}
+	}
+	return false
+}
+
+func failureReason(op jobs.Op, outcome jobs.Outcome) string {
+	switch {
+	case outcome == jobs.OutcomeDeadlineExceeded && (op == jobs.OpRefresh || op == jobs.OpDrift):
+		return conditions.ReasonDriftJobDeadline
+	case outcome == jobs.OutcomeDeadlineExceeded:
+		return conditions.ReasonJobDeadlineExceeded
+	case op == jobs.OpRefresh || op == jobs.OpDrift:
+		return conditions.ReasonDriftJobFailed
+	case op == jobs.OpDestroy:
+		return conditions.ReasonDestroyFailed
+	}
+	return conditions.ReasonApplyFailed
+}
+
+// describe is the condition message of a booked Job.
+func describe(b booked) string {
+	msg := fmt.Sprintf("Job %s: %s", b.job.Name, strings.ToLower(string(b.outcome)))
+	if e := b.summary.Error; e != nil {
+		if e.Step != "" {
+			msg += fmt.Sprintf(" in step %s", e.Step)
+		}
+		if e.Summary != "" {
+			msg += ": " + e.Summary
+		}
+	}
+	return msg
+}
+
+// afterStatusPatch finishes what the status patch made durable: the bookkept marks, then once
+// per Job the events and metrics, the per-run Secret's deletion and the Lease's release, and
+// last the pruning of history beyond the limits.
+func (p *pass) afterStatusPatch(ctx context.Context) error {
+	if len(p.booked) == 0 {
+		return nil
+	}
+	for _, b := range p.booked {
+		var current batchv1.Job
+		if err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(b.job), &current); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("reading Job %s: %w", b.job.Name, err)
+		}
+		if _, done := current.Annotations[jobs.AnnotationBookkept]; done {
+			continue // another pass booked it first
+		}
+		patch := client.MergeFromWithOptions(current.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if current.Annotations == nil {
+			current.Annotations = map[string]string{}
+		}
+		for k, v := range b.annotations {
+			current.Annotations[k] = v
+		}
+		if err := p.r.Client.Patch(ctx, &current, patch); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("marking Job %s bookkept: %w", b.job.Name, err)
+		}
+		p.announce(b)
+		if err := p.r.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: current.Namespace, Name: jobs.RunSecretName(current.Name)}}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the per-run Secret of %s: %w", current.Name, err)
+		}
+		if err := p.releaseLease(ctx, current.Name); err != nil {
+			logf.FromContext(ctx).Error(err, "giving back the run Lease", "job", current.Name)
+		}
+	}
+	return p.prune(ctx)
+}
+
+// announce emits the booked Job's event and metrics, once per Job: only the pass that wrote its
+// bookkept mark gets here.
+func (p *pass) announce(b booked) {
+	op := jobs.OpOf(b.job)
+	p.r.Metrics.Finished(p.r.Kind, op, b.outcome, b.ran, b.retry)
+	msg := describe(b)
+	switch b.outcome {
+	case jobs.OutcomeSucceeded:
+		p.event(b.job, corev1.EventTypeNormal, "JobSucceeded", "%s", msg)
+	case jobs.OutcomeDeadlineExceeded:
+		p.event(b.job, corev1.EventTypeWarning, "JobDeadlineExceeded", "%s", msg)
+	case jobs.OutcomeInterrupted:
+		p.event(b.job, corev1.EventTypeWarning, "JobInterrupted", "%s", msg)
+	case jobs.OutcomeBlocked:
+		p.event(b.job, corev1.EventTypeWarning, "DestructivePlanBlocked", "%s", msg)
+	default:
+		p.event(b.job, corev1.EventTypeWarning, "JobFailed", "%s", msg)
+	}
+}
+
+func (p *pass) releaseLease(ctx context.Context, job string) error {
+	return leaseRelease(ctx, p.r.Client, p.obj.GetNamespace(), jobs.RunLeaseName(p.stateSuffix()), job)
+}
+
+// prune deletes finished Jobs beyond the history limits, as the run model selects them; their
+// pods go with them.
+func (p *pass) prune(ctx context.Context) error {
+	background := metav1.DeletePropagationBackground
+	for _, name := range jobs.Prune(p.jobs, limits(p.obj.WorkspaceSpec().Jobs)) {
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: p.obj.GetNamespace(), Name: name}}
+		if err := p.r.Client.Delete(ctx, job, &client.DeleteOptions{PropagationPolicy: &background}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("pruning Job %s: %w", name, err)
+		}
+	}
+	return nil
+}

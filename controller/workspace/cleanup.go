@@ -1,0 +1,59 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/captf/captf/controller/lease"
+	"github.com/captf/captf/controller/state"
+	"github.com/captf/captf/jobs"
+)
+
+var leaseRelease = lease.Release
+
+// cleanup deletes what the object's runs left once nothing is left to destroy: the state and
+// its lock, the durable inputs, the plan key and the run Lease. Jobs and their per-run Secrets
+// go with the object through their owner references.
+func (p *pass) cleanup(ctx context.Context) error {
+	ns := p.obj.GetNamespace()
+	suffix := p.stateSuffix()
+	objects := []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: state.SecretName(suffix)}},
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: state.LockLeaseName(suffix)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: jobs.InputsSecretName(p.r.Kind, p.obj.GetName())}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: jobs.PlanKeySecretName(p.r.Kind, p.obj.GetName())}},
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: jobs.RunLeaseName(suffix)}},
+	}
+	for _, o := range objects {
+		if err := p.r.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("cleaning up %s: %w", o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// clusterGVK is the Cluster API Cluster, read without depending on Cluster API's Go module.
+var clusterGVK = schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "Cluster"}
+
+// clusterPaused reports whether the object's Cluster is paused. Without Cluster API installed, or
+// without the Cluster, nothing is paused.
+func clusterPaused(ctx context.Context, c client.Reader, namespace, name string) bool {
+	if name == "" {
+		return false
+	}
+	cluster := &unstructured.Unstructured{}
+	cluster.SetGroupVersionKind(clusterGVK)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster); err != nil {
+		return false
+	}
+	paused, _, _ := unstructured.NestedBool(cluster.Object, "spec", "paused")
+	return paused
+}

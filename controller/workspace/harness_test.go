@@ -1,0 +1,312 @@
+package workspace_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller"
+	"github.com/captf/captf/controller/inputs"
+	"github.com/captf/captf/controller/metrics"
+	"github.com/captf/captf/controller/state"
+	"github.com/captf/captf/controller/terraformcluster"
+	"github.com/captf/captf/controller/terraformmachine"
+	"github.com/captf/captf/controller/workspace"
+	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/test/testenv"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, testenv.Options{}))
+}
+
+const (
+	image       = "registry.example/modules/net:v1"
+	runnerImage = "registry.example/captf/manager:test"
+)
+
+var namespaces atomic.Int32
+
+// harness drives one reconciler pass by pass against the real API server, with a fake clock.
+// Reads go straight to the API server; a test that needs a lagging Job cache says so.
+type harness struct {
+	t        *testing.T
+	ctx      context.Context
+	c        client.Client
+	ns       string
+	clock    *clocktesting.FakePassiveClock
+	recorder *events.FakeRecorder
+	r        *workspace.Reconciler
+	reg      *prometheus.Registry
+}
+
+func newHarness(t *testing.T, kind jobs.Kind) *harness {
+	t.Helper()
+	env := testenv.Get(t)
+	c, err := client.New(env.Config, client.Options{Scheme: controller.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := fmt.Sprintf("wk-%d", namespaces.Add(1))
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{
+		t: t, ctx: ctx, c: c, ns: ns, reg: reg,
+		clock:    clocktesting.NewFakePassiveClock(time.Now().Truncate(time.Second)),
+		recorder: events.NewFakeRecorder(100),
+	}
+	base := workspace.Reconciler{Client: c, APIReader: c, Recorder: h.recorder, Clock: h.clock, Metrics: m, RunnerImage: runnerImage}
+	switch kind {
+	case jobs.KindMachine:
+		h.r = terraformmachine.New(base)
+	default:
+		h.r = terraformcluster.New(base)
+	}
+	return h
+}
+
+func (h *harness) cluster(name string, mutate ...func(*infrav1.TerraformCluster)) *infrav1.TerraformCluster {
+	h.t.Helper()
+	tc := &infrav1.TerraformCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns, Labels: map[string]string{jobs.LabelClusterName: name}},
+		Spec: infrav1.TerraformClusterSpec{WorkspaceSpec: infrav1.WorkspaceSpec{
+			Source:    infrav1.SourceSpec{Image: image},
+			Variables: &apiextensionsv1.JSON{Raw: []byte(`{"region":"eu"}`)},
+		}},
+	}
+	for _, m := range mutate {
+		m(tc)
+	}
+	if err := h.c.Create(h.ctx, tc); err != nil {
+		h.t.Fatalf("creating TerraformCluster: %v", err)
+	}
+	return tc
+}
+
+// reconcile runs one pass of the object.
+func (h *harness) reconcile(obj client.Object) ctrl.Result {
+	h.t.Helper()
+	res, err := h.r.Reconcile(h.ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+	if err != nil {
+		h.t.Fatalf("reconcile: %v", err)
+	}
+	return res
+}
+
+// settle runs passes while they ask to run again at once, as the work queue would.
+func (h *harness) settle(obj client.Object) ctrl.Result {
+	h.t.Helper()
+	for i := 0; i < 10; i++ {
+		res := h.reconcile(obj)
+		if !res.Requeue || res.RequeueAfter > 0 { //nolint:staticcheck // Requeue is what the engine returns
+			return res
+		}
+	}
+	h.t.Fatal("reconcile did not settle in 10 passes")
+	return ctrl.Result{}
+}
+
+func (h *harness) get(obj client.Object) {
+	h.t.Helper()
+	if err := h.c.Get(h.ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		h.t.Fatalf("get %s: %v", obj.GetName(), err)
+	}
+}
+
+func (h *harness) jobs(kind jobs.Kind, name string) []batchv1.Job {
+	h.t.Helper()
+	var list batchv1.JobList
+	if err := h.c.List(h.ctx, &list, client.InNamespace(h.ns), client.MatchingLabels(jobs.OwnerLabels(kind, name))); err != nil {
+		h.t.Fatal(err)
+	}
+	return list.Items
+}
+
+// onlyJob returns the one running Job of the object.
+func (h *harness) runningJob(kind jobs.Kind, name string) batchv1.Job {
+	h.t.Helper()
+	var running []batchv1.Job
+	for _, j := range h.jobs(kind, name) {
+		if !jobs.OutcomeOf(&j).Finished() {
+			running = append(running, j)
+		}
+	}
+	if len(running) != 1 {
+		h.t.Fatalf("%d running Jobs, want 1", len(running))
+	}
+	return running[0]
+}
+
+// finish ends a Job as the Job controller and the runner would: a pod whose source container
+// terminated with the result as its termination message, and the Job's finish conditions.
+func (h *harness) finish(job batchv1.Job, outcome jobs.Outcome, result *jobs.RunnerResult) {
+	h.t.Helper()
+	// The finish cannot precede the start the API server stamped.
+	if h.clock.Now().Before(job.CreationTimestamp.Time) {
+		h.clock.SetTime(job.CreationTimestamp.Time)
+	}
+	now := metav1.NewTime(h.clock.Now())
+	exit := int32(0)
+	if outcome != jobs.OutcomeSucceeded {
+		exit = 1
+	}
+	message := ""
+	if result != nil {
+		result.Version = jobs.RunnerResultVersion
+		result.Op = jobs.OpOf(&job)
+		b, err := jobs.EncodeRunnerResult(*result)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		message = string(b)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-abcde", Namespace: h.ns, Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
+		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "source", Image: image}}},
+	}
+	if err := h.c.Create(h.ctx, pod); err != nil {
+		h.t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "source", Image: image, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: message}},
+	}}}
+	if exit != 0 {
+		pod.Status.Phase = corev1.PodFailed
+	}
+	if err := h.c.Status().Update(h.ctx, pod); err != nil {
+		h.t.Fatal(err)
+	}
+
+	start := metav1.NewTime(job.CreationTimestamp.Time)
+	job.Status.StartTime = &start
+	cond := func(t batchv1.JobConditionType, reason string) batchv1.JobCondition {
+		return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: reason, LastTransitionTime: now, LastProbeTime: now}
+	}
+	switch outcome {
+	case jobs.OutcomeSucceeded:
+		job.Status.Succeeded = 1
+		job.Status.CompletionTime = &now
+		job.Status.Conditions = []batchv1.JobCondition{cond(batchv1.JobSuccessCriteriaMet, "CompletionsReached"), cond(batchv1.JobComplete, "CompletionsReached")}
+	case jobs.OutcomeDeadlineExceeded:
+		job.Status.Failed = 1
+		job.Status.Conditions = []batchv1.JobCondition{cond(batchv1.JobFailureTarget, batchv1.JobReasonDeadlineExceeded), cond(batchv1.JobFailed, batchv1.JobReasonDeadlineExceeded)}
+	default:
+		job.Status.Failed = 1
+		job.Status.Conditions = []batchv1.JobCondition{cond(batchv1.JobFailureTarget, batchv1.JobReasonBackoffLimitExceeded), cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)}
+	}
+	if err := h.c.Status().Update(h.ctx, &job); err != nil {
+		h.t.Fatalf("finishing Job %s: %v", job.Name, err)
+	}
+}
+
+// writeState writes a state as the kubernetes backend would after an apply.
+func (h *harness) writeState(kind jobs.Kind, name string, resources int) {
+	h.t.Helper()
+	var res []string
+	for i := 0; i < resources; i++ {
+		res = append(res, fmt.Sprintf(`{"mode":"managed","type":"terraform_data","name":"r%d","instances":[{"attributes":{}}]}`, i))
+	}
+	doc := fmt.Sprintf(`{"version":4,"serial":1,"lineage":"l","resources":[%s]}`, strings.Join(res, ","))
+	data, err := state.Compress([]byte(doc))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	suffix := jobs.StateSecretSuffix(h.ns, kind, name)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: state.SecretName(suffix), Namespace: h.ns}}
+	var existing corev1.Secret
+	if err := h.c.Get(h.ctx, client.ObjectKeyFromObject(secret), &existing); err == nil {
+		existing.Data = map[string][]byte{"tfstate": data}
+		if err := h.c.Update(h.ctx, &existing); err != nil {
+			h.t.Fatal(err)
+		}
+		return
+	}
+	secret.Data = map[string][]byte{"tfstate": data}
+	if err := h.c.Create(h.ctx, secret); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) stateSecret(kind jobs.Kind, name string) *corev1.Secret {
+	var s corev1.Secret
+	err := h.c.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: state.SecretName(jobs.StateSecretSuffix(h.ns, kind, name))}, &s)
+	if err != nil {
+		return nil
+	}
+	return &s
+}
+
+func (h *harness) runLease(kind jobs.Kind, name string) *coordinationv1.Lease {
+	var l coordinationv1.Lease
+	if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: jobs.RunLeaseName(jobs.StateSecretSuffix(h.ns, kind, name))}, &l); err != nil {
+		return nil
+	}
+	return &l
+}
+
+func (h *harness) secret(name string) *corev1.Secret {
+	var s corev1.Secret
+	if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: name}, &s); err != nil {
+		return nil
+	}
+	return &s
+}
+
+// events drains the recorded events.
+func (h *harness) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-h.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func countPrefix(list []string, prefix string) int {
+	n := 0
+	for _, s := range list {
+		if strings.HasPrefix(s, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// renderedHash is the inputs hash of the harness's default cluster spec.
+func renderedHash(t *testing.T, variables string) string {
+	r, err := inputs.Render(image, []byte(variables), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Hash
+}
+
+func requestFor(obj client.Object) ctrl.Request {
+	return ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)}
+}

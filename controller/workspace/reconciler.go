@@ -1,0 +1,221 @@
+// Package workspace is the kind-agnostic engine of the three reconcilers: one pass reads the
+// object, its retained Jobs and its state, books finished Jobs, deletes stuck ones, decides the
+// next operation with package decide and starts it as one Job, and ends with a single status
+// patch. The per-kind packages only say which kind they reconcile.
+package workspace
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/metrics"
+	"github.com/captf/captf/jobs"
+)
+
+// Requeue intervals that are not decisions.
+const (
+	// LagRequeue waits for the Job cache to catch up with a Job the API server has.
+	LagRequeue = 5 * time.Second
+	// LeaseRequeue waits for another run's Lease.
+	LeaseRequeue = 30 * time.Second
+	// StuckAge is how old an active Job must be before it can count as stuck.
+	StuckAge = time.Minute
+)
+
+// PausedAnnotation pauses an object, as in Cluster API.
+const PausedAnnotation = "cluster.x-k8s.io/paused"
+
+// Reconciler reconciles one kind. Client must read Jobs and the kind from the cache and Secrets,
+// Leases and Pods from the API server (the manager disables the cache for those); APIReader
+// always reads from the API server.
+type Reconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+	Metrics   *metrics.Metrics
+	// RunnerImage is the image of the runner init container.
+	RunnerImage string
+
+	// Kind is the kind reconciled; NewObject returns an empty object of it.
+	Kind      jobs.Kind
+	NewObject func() infrav1.Workspace
+	// Mutable reports whether changed inputs are applied again.
+	Mutable func(infrav1.Workspace) bool
+}
+
+// Finalizer returns the finalizer of a kind, e.g. terraformcluster.infrastructure.cluster.x-k8s.io.
+func Finalizer(kind jobs.Kind) string {
+	switch kind {
+	case jobs.KindCluster:
+		return "terraformcluster." + infrav1.GroupVersion.Group
+	case jobs.KindMachine:
+		return "terraformmachine." + infrav1.GroupVersion.Group
+	}
+	return "terraformmachinepool." + infrav1.GroupVersion.Group
+}
+
+// Reconcile runs one pass.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := r.NewObject()
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	finalizer := Finalizer(r.Kind)
+	if obj.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(obj, finalizer) {
+		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		controllerutil.AddFinalizer(obj, finalizer)
+		if err := r.Client.Patch(ctx, obj, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding the finalizer: %w", err)
+		}
+		return ctrl.Result{Requeue: true}, nil
+	}
+
+	p := r.newPass(obj)
+	before := obj.DeepCopyObject().(client.Object)
+	result, runErr := p.run(ctx)
+
+	// One status patch per pass, and only when something changed, so a converged object costs
+	// no write.
+	patch := client.MergeFrom(before)
+	if data, err := patch.Data(obj); err != nil {
+		return ctrl.Result{}, err
+	} else if string(data) != "{}" {
+		if err := r.Client.Status().Patch(ctx, obj, patch); err != nil {
+			if apierrors.IsNotFound(err) {
+				return ctrl.Result{}, nil
+			}
+			// The bookkept marks wait for a successful patch, so the Jobs are read again.
+			return ctrl.Result{}, fmt.Errorf("patching status: %w", err)
+		}
+	}
+	if err := p.afterStatusPatch(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	if p.dropFinalizer {
+		if err := p.cleanup(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		controllerutil.RemoveFinalizer(obj, finalizer)
+		if err := r.Client.Patch(ctx, obj, patch); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		return ctrl.Result{}, nil
+	}
+	return result, runErr
+}
+
+// pass is the state of one reconcile pass.
+type pass struct {
+	r   *Reconciler
+	obj infrav1.Workspace
+	now time.Time
+	// jobs are the object's retained Jobs, with this pass's bookkeeping marks applied.
+	jobs []batchv1.Job
+	// booked are the Jobs this pass booked; their marks are written after the status patch.
+	booked []booked
+	// dropFinalizer is set when the object is deleted and nothing is left to destroy.
+	dropFinalizer bool
+}
+
+func (r *Reconciler) newPass(obj infrav1.Workspace) *pass {
+	return &pass{r: r, obj: obj, now: r.Clock.Now()}
+}
+
+func (p *pass) status() *infrav1.WorkspaceStatus { return p.obj.WorkspaceStatus() }
+
+// stateSuffix is the object's state Secret suffix.
+func (p *pass) stateSuffix() string {
+	return jobs.StateSecretSuffix(p.obj.GetNamespace(), p.r.Kind, p.obj.GetName())
+}
+
+// ownerRef is a reference to the object, as controller when asked.
+func (p *pass) ownerRef(controller bool) metav1.OwnerReference {
+	gvk := schema.GroupVersionKind{Group: infrav1.GroupVersion.Group, Version: infrav1.GroupVersion.Version, Kind: string(p.r.Kind)}
+	ref := *metav1.NewControllerRef(p.obj, gvk)
+	if !controller {
+		ref.Controller = nil
+		ref.BlockOwnerDeletion = nil
+	}
+	return ref
+}
+
+// ownerLabels are the labels that tie Secrets and Leases to the object.
+func (p *pass) ownerLabels() map[string]string {
+	labels := jobs.OwnerLabels(p.r.Kind, p.obj.GetName())
+	if cluster := p.obj.GetLabels()[jobs.LabelClusterName]; cluster != "" {
+		labels[jobs.LabelClusterName] = jobs.LabelValue(cluster)
+	}
+	return labels
+}
+
+// event records an event on the object, related to a Job when one is given.
+func (p *pass) event(related *batchv1.Job, eventType, reason, note string, args ...any) {
+	if p.r.Recorder == nil {
+		return
+	}
+	var rel client.Object
+	if related != nil {
+		rel = related
+	}
+	p.r.Recorder.Eventf(p.obj, rel, eventType, reason, reason, note, args...)
+}
+
+func (p *pass) listJobs(ctx context.Context) error {
+	var list batchv1.JobList
+	if err := p.r.Client.List(ctx, &list, client.InNamespace(p.obj.GetNamespace()), client.MatchingLabels(jobs.OwnerLabels(p.r.Kind, p.obj.GetName()))); err != nil {
+		return fmt.Errorf("listing Jobs: %w", err)
+	}
+	p.jobs = p.jobs[:0]
+	for _, j := range list.Items {
+		// A Job of an earlier object of the same name is not this object's history.
+		if ref := metav1.GetControllerOf(&j); ref == nil || ref.UID == p.obj.GetUID() {
+			p.jobs = append(p.jobs, j)
+		}
+	}
+	return nil
+}
+
+// isPaused reports whether the object or its Cluster is paused.
+func (p *pass) isPaused(ctx context.Context) bool {
+	if _, ok := p.obj.GetAnnotations()[PausedAnnotation]; ok {
+		return true
+	}
+	return clusterPaused(ctx, p.r.Client, p.obj.GetNamespace(), p.obj.GetLabels()[jobs.LabelClusterName])
+}
+
+// podsOf lists the pods of a Job from the API server.
+func (p *pass) podsOf(ctx context.Context, job string) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := p.r.APIReader.List(ctx, &pods, client.InNamespace(p.obj.GetNamespace()), client.MatchingLabels{batchv1.JobNameLabel: job}); err != nil {
+		return nil, fmt.Errorf("listing the pods of Job %s: %w", job, err)
+	}
+	return pods.Items, nil
+}
+
+// SetupWithManager registers the reconciler for its kind, woken by changes of the kind and of
+// the Jobs it controls.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(strings.ToLower(string(r.Kind))).
+		For(r.NewObject()).
+		Owns(&batchv1.Job{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(r)
+}

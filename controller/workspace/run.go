@@ -1,0 +1,230 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/conditions"
+	"github.com/captf/captf/controller/decide"
+	"github.com/captf/captf/controller/inputs"
+	"github.com/captf/captf/controller/state"
+	"github.com/captf/captf/jobs"
+)
+
+// run is the body of a pass, before the status patch.
+func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
+	status := p.status()
+	if err := p.listJobs(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := p.bookkeep(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	// A pass that booked Jobs ends here: the marks are written after the status patch and the
+	// next pass decides from them.
+	if len(p.booked) > 0 {
+		return ctrl.Result{Requeue: true}, nil
+	}
+
+	if active := p.activeJob(); active != nil {
+		return p.watchActive(ctx, active)
+	}
+	if status.ActiveJob != nil {
+		// The status names a Job the cache does not have: lag, or a Job gone while it ran.
+		var job batchv1.Job
+		err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: status.ActiveJob.Name}, &job)
+		switch {
+		case err == nil:
+			return ctrl.Result{RequeueAfter: LagRequeue}, nil
+		case !apierrors.IsNotFound(err):
+			return ctrl.Result{}, fmt.Errorf("reading Job %s: %w", status.ActiveJob.Name, err)
+		}
+		status.ActiveJob = nil
+	}
+	if p.isPaused(ctx) {
+		return ctrl.Result{}, nil
+	}
+
+	st, stateErr := p.readState(ctx)
+	rendered, renderErr := p.render()
+	in := decide.Input{
+		Kind:              p.r.Kind,
+		UID:               p.obj.GetUID(),
+		CreatedAt:         p.obj.GetCreationTimestamp().Time,
+		Deleting:          !p.obj.GetDeletionTimestamp().IsZero(),
+		Mutable:           p.r.Mutable == nil || p.r.Mutable(p.obj),
+		State:             st,
+		StateErr:          stateErr,
+		Jobs:              p.jobs,
+		Limits:            limits(p.obj.WorkspaceSpec().Jobs),
+		Drift:             p.obj.DriftPolicy(),
+		LastDriftCheck:    lastSuccess(p.jobs, jobs.OpDrift, status.LastDriftCheck),
+		LastRefresh:       lastSuccess(p.jobs, jobs.OpRefresh, status.LastRefresh),
+		Now:               p.now,
+		CurrentInputsHash: rendered.Hash,
+	}
+	if renderErr != nil {
+		in.CurrentInputsHash = ""
+	}
+	d := decide.Decide(in)
+	p.r.Metrics.Decided(p.r.Kind, d.Op, d.Reason)
+	if renderErr != nil && !in.Deleting {
+		p.inputsProblem(renderErr)
+	}
+	switch {
+	case d.DropFinalizer:
+		p.dropFinalizer = true
+		return ctrl.Result{}, nil
+	case d.Op == "":
+		// A backoff wait keeps the failure's condition as it is; the runs API shows the window.
+		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+	}
+	return p.start(ctx, d, rendered)
+}
+
+// activeJob returns the newest Job of the object that has not finished.
+func (p *pass) activeJob() *batchv1.Job {
+	var active *batchv1.Job
+	for i := range p.jobs {
+		j := &p.jobs[i]
+		if !jobs.OutcomeOf(j).Finished() && (active == nil || active.CreationTimestamp.Before(&j.CreationTimestamp)) {
+			active = j
+		}
+	}
+	return active
+}
+
+// watchActive records the running Job in status (which also adopts a Job a crashed pass created)
+// and deletes it when it can never start: older than StuckAge, without its per-run Secret, and
+// with no pod past Pending. This also runs on paused objects, so such a Job cannot hold a move.
+func (p *pass) watchActive(ctx context.Context, job *batchv1.Job) (ctrl.Result, error) {
+	status := p.status()
+	status.ActiveJob = &infrav1.ActiveJob{
+		Name: job.Name, Operation: infrav1.Operation(jobs.OpOf(job)), Attempt: jobs.AttemptOf(job),
+		StartTime: ptrTime(job.CreationTimestamp),
+	}
+	if p.now.Sub(job.CreationTimestamp.Time) < StuckAge {
+		return ctrl.Result{RequeueAfter: StuckAge}, nil
+	}
+	stuck, err := p.isStuck(ctx, job)
+	if err != nil || !stuck {
+		return ctrl.Result{RequeueAfter: decide.JobActiveRequeue}, err
+	}
+	background := metav1.DeletePropagationBackground
+	if err := p.r.Client.Delete(ctx, job, &client.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &job.UID}}); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("deleting stuck Job %s: %w", job.Name, err)
+	}
+	status.ActiveJob = nil
+	p.event(job, corev1.EventTypeWarning, "StuckJobDeleted", "Deleted Job %s: its per-run Secret is missing and no pod started within %s", job.Name, StuckAge)
+	return ctrl.Result{Requeue: true}, nil
+}
+
+func (p *pass) isStuck(ctx context.Context, job *batchv1.Job) (bool, error) {
+	var secret corev1.Secret
+	err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: jobs.RunSecretName(job.Name)}, &secret)
+	switch {
+	case err == nil:
+		return false, nil
+	case !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("reading the per-run Secret of %s: %w", job.Name, err)
+	}
+	pods, err := p.podsOf(ctx, job.Name)
+	if err != nil {
+		return false, err
+	}
+	for _, pod := range pods {
+		if pod.Status.Phase != corev1.PodPending {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// readState reads the state Secret from the API server and reports it in StateReadable.
+func (p *pass) readState(ctx context.Context) (state.State, error) {
+	status := p.status()
+	var secret corev1.Secret
+	err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: state.SecretName(p.stateSuffix())}, &secret)
+	var st state.State
+	switch {
+	case apierrors.IsNotFound(err):
+		conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionTrue, conditions.ReasonStateNotFound, "no state yet", p.obj.GetGeneration(), p.now)
+		return st, nil
+	case err != nil:
+		return st, fmt.Errorf("reading the state Secret: %w", err)
+	}
+	st, err = state.Read(&secret)
+	if err != nil {
+		reason := conditions.ReasonStateUnreadable
+		switch {
+		case errors.Is(err, state.ErrCorrupt):
+			reason = conditions.ReasonStateCorrupt
+		case errors.Is(err, state.ErrEncrypted):
+			reason = conditions.ReasonStateEncrypted
+		case errors.Is(err, state.ErrUnsupportedVersion):
+			reason = conditions.ReasonStateUnsupported
+		}
+		conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionFalse, reason, err.Error(), p.obj.GetGeneration(), p.now)
+		conditions.SetReady(&status.Conditions, p.obj.GetGeneration(), p.now)
+		return st, err
+	}
+	conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionTrue, conditions.ReasonStateRead, fmt.Sprintf("state serial %d with %d resources", st.Serial, st.Resources), p.obj.GetGeneration(), p.now)
+	return st, nil
+}
+
+// render renders the object's inputs from its spec. A machine's source and variables are
+// immutable, so rendering its spec again gives the inputs it was provisioned from.
+func (p *pass) render() (inputs.Rendered, error) {
+	spec := p.obj.WorkspaceSpec()
+	var variables []byte
+	if spec.Variables != nil {
+		variables = spec.Variables.Raw
+	}
+	return inputs.Render(spec.Source.Image, variables, field.NewPath("spec", "variables"))
+}
+
+func (p *pass) inputsProblem(err error) {
+	status := p.status()
+	reason := conditions.ReasonInputsInvalid
+	var tooLarge *inputs.TooLargeError
+	if errors.As(err, &tooLarge) {
+		reason = conditions.ReasonInputsTooLarge
+	}
+	conditions.Set(&status.Conditions, conditions.ApplyJobSucceeded, metav1.ConditionFalse, reason, err.Error(), p.obj.GetGeneration(), p.now)
+	conditions.SetReady(&status.Conditions, p.obj.GetGeneration(), p.now)
+}
+
+func limits(policy infrav1.JobPolicy) jobs.Limits {
+	return jobs.Limits{SuccessfulJobsHistoryLimit: policy.SuccessfulJobsHistoryLimit, FailedJobsHistoryLimit: policy.FailedJobsHistoryLimit}
+}
+
+// lastSuccess is when op last succeeded: the newer of the status field and the newest retained
+// success, since status may have been lost in a move but the Jobs were not.
+func lastSuccess(all []batchv1.Job, op jobs.Op, recorded *metav1.Time) time.Time {
+	var t time.Time
+	if recorded != nil {
+		t = recorded.Time
+	}
+	for _, j := range jobs.OpJobs(all, op) {
+		if jobs.OutcomeOf(j).Succeeded() {
+			if finished, ok := jobs.FinishedAt(j); ok && finished.After(t) {
+				t = finished
+			}
+			break
+		}
+	}
+	return t
+}
+
+func ptrTime(t metav1.Time) *metav1.Time { return &t }

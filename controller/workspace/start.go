@@ -1,0 +1,241 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/conditions"
+	"github.com/captf/captf/controller/decide"
+	"github.com/captf/captf/controller/inputs"
+	"github.com/captf/captf/controller/jobspec"
+	"github.com/captf/captf/controller/lease"
+	"github.com/captf/captf/jobs"
+)
+
+// start starts the decided operation as one Job, in the order that survives a crash between any
+// two steps: the run Lease (its holder is the Job about to be created), the durable inputs
+// (apply), the Job, its per-run Secret, then status.activeJob. A repeated pass computes the same
+// name and adopts whatever the crashed pass left.
+func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Rendered) (ctrl.Result, error) {
+	status := p.status()
+	spec := p.obj.WorkspaceSpec()
+	attempt := jobs.NextAttempt(p.jobs, d.Op)
+	hash, tick := jobs.HashAndTick(d.Op, d.Names)
+	name, err := jobs.JobName(jobs.NameInputs{Kind: p.r.Kind, Name: p.obj.GetName(), Op: d.Op, Attempt: attempt, InputsHash: hash, Tick: tick})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	deadline := ptr.Deref(spec.Jobs.ActiveDeadlineSeconds, jobspec.DefaultActiveDeadlineSeconds)
+	leaseReq := lease.Request{
+		Namespace: p.obj.GetNamespace(), Name: jobs.RunLeaseName(p.stateSuffix()),
+		Job: name, Op: d.Op, Labels: p.ownerLabels(), DeadlineSeconds: deadline,
+	}
+	acquired, err := lease.Acquire(ctx, p.r.Client, leaseReq, p.holder, p.now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !acquired {
+		p.r.Metrics.LeaseWaits.WithLabelValues(string(p.r.Kind), "run_lease").Inc()
+		p.setCondition(d.Op, metav1.ConditionUnknown, conditions.ReasonWaitingForRunLease, "waiting for the run Lease "+leaseReq.Name+" held by another run")
+		return ctrl.Result{RequeueAfter: LeaseRequeue}, nil
+	}
+
+	if d.Op == jobs.OpApply {
+		if err := p.writeDurableInputs(ctx, rendered); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	annotations := map[string]string{}
+	if d.AfterFailedApply {
+		annotations[jobs.AnnotationAfterFailedApply] = "true"
+	}
+	job := jobspec.Build(jobspec.Params{
+		Kind: p.r.Kind, Namespace: p.obj.GetNamespace(), ObjectName: p.obj.GetName(),
+		ClusterName: p.obj.GetLabels()[jobs.LabelClusterName], Owner: p.ownerRef(true),
+		Name: name, Op: d.Op, Attempt: attempt, InputsHash: hash,
+		Policy: spec.Jobs, Source: spec.Source, RunnerImage: p.r.RunnerImage,
+		StateSuffix: p.stateSuffix(), Annotations: annotations,
+	})
+	created, err := p.createJob(ctx, job, leaseReq)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := p.ensureRunSecret(ctx, created, rendered); err != nil {
+		return ctrl.Result{}, err
+	}
+	status.ActiveJob = &infrav1.ActiveJob{Name: created.Name, Operation: infrav1.Operation(d.Op), Attempt: attempt, StartTime: ptrTime(metav1.NewTime(p.now))}
+	// A running Job changes no verdict of an earlier one; only a first run says it is running.
+	if conditions.Get(status.Conditions, conditionFor(d.Op)) == nil {
+		p.setCondition(d.Op, metav1.ConditionUnknown, runningReason(d.Op), fmt.Sprintf("Job %s (%s, attempt %d) is running", created.Name, d.Reason, attempt))
+	}
+	if dropped := jobspec.DroppedEnv(spec.Jobs); len(dropped) > 0 {
+		p.event(created, corev1.EventTypeWarning, "EnvDropped", "Left out environment variables the runner controls: %v", dropped)
+	}
+	p.event(created, corev1.EventTypeNormal, "JobCreated", "Started %s Job %s, attempt %d (%s)", d.Op, created.Name, attempt, d.Reason)
+	return ctrl.Result{RequeueAfter: decide.JobActiveRequeue}, nil
+}
+
+// createJob creates the Job, or adopts the one a repeated pass finds under the same name. A
+// create the API server rejected proves no Job exists, so the Lease is given back; a timeout or
+// server error proves nothing, and the Lease is kept for the retry.
+func (p *pass) createJob(ctx context.Context, job *batchv1.Job, leaseReq lease.Request) (*batchv1.Job, error) {
+	err := p.r.Client.Create(ctx, job)
+	switch {
+	case err == nil:
+		return job, nil
+	case apierrors.IsAlreadyExists(err):
+		var existing batchv1.Job
+		if err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), &existing); err != nil {
+			return nil, fmt.Errorf("reading the existing Job %s: %w", job.Name, err)
+		}
+		return &existing, nil
+	case rejected(err):
+		if releaseErr := lease.Release(ctx, p.r.Client, leaseReq.Namespace, leaseReq.Name, leaseReq.Job); releaseErr != nil {
+			return nil, fmt.Errorf("creating Job %s was rejected (%v), and giving back the Lease failed: %w", job.Name, err, releaseErr)
+		}
+		p.setCondition(jobs.OpOf(job), metav1.ConditionFalse, "JobRejected", fmt.Sprintf("creating Job %s was rejected: %v", job.Name, err))
+		p.event(nil, corev1.EventTypeWarning, "JobFailed", "Creating Job %s was rejected: %v", job.Name, err)
+		return nil, fmt.Errorf("creating Job %s: %w", job.Name, err)
+	}
+	return nil, fmt.Errorf("creating Job %s: %w", job.Name, err)
+}
+
+// rejected reports whether the API server refused a create outright.
+func rejected(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
+		apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsNotFound(err)
+}
+
+// ensureRunSecret creates the Job's per-run Secret. One that already belongs to this Job is
+// kept: the name embeds the inputs hash, so its content is the same. One owned by another Job of
+// the same name, an earlier pruned Job whose collection is pending, is replaced, since adopting
+// it would let that collection delete it under the new pod.
+func (p *pass) ensureRunSecret(ctx context.Context, job *batchv1.Job, rendered inputs.Rendered) error {
+	name := jobs.RunSecretName(job.Name)
+	var existing corev1.Secret
+	err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, &existing)
+	switch {
+	case err == nil:
+		if ref := metav1.GetControllerOf(&existing); ref != nil && ref.UID == job.UID {
+			return nil
+		}
+		if err := p.r.Client.Delete(ctx, &existing, client.Preconditions{UID: &existing.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the stale per-run Secret %s: %w", name, err)
+		}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading the per-run Secret %s: %w", name, err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: job.Namespace,
+			Labels:          map[string]string{jobs.LabelManaged: jobs.ManagedValue},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
+		},
+		Data: runData(jobs.OpOf(job), rendered),
+	}
+	if err := p.r.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the per-run Secret %s: %w", name, err)
+	}
+	return nil
+}
+
+// runData is what a run sees: the rendered inputs.
+func runData(_ jobs.Op, rendered inputs.Rendered) map[string][]byte {
+	return rendered.Data()
+}
+
+// writeDurableInputs keeps the last rendered inputs of an apply, for destroy and drift runs of
+// inputs that are no longer in the spec, and as the marker that survives a move.
+func (p *pass) writeDurableInputs(ctx context.Context, rendered inputs.Rendered) error {
+	name := jobs.InputsSecretName(p.r.Kind, p.obj.GetName())
+	var secret corev1.Secret
+	err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: name}, &secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		secret = corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: p.obj.GetNamespace(), Labels: p.ownerLabels(),
+				Annotations:     map[string]string{},
+				OwnerReferences: []metav1.OwnerReference{p.ownerRef(false)},
+			},
+			Data: rendered.Data(),
+		}
+		secret.Annotations["captf.io/image"] = p.obj.WorkspaceSpec().Source.Image
+		if err := p.r.Client.Create(ctx, &secret); err != nil {
+			return fmt.Errorf("creating the durable inputs Secret: %w", err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading the durable inputs Secret: %w", err)
+	}
+	if string(secret.Data[inputs.MainFile]) == string(rendered.Main) && string(secret.Data[inputs.VarsFile]) == string(rendered.Vars) {
+		return nil
+	}
+	secret.Data = rendered.Data()
+	if secret.Annotations == nil {
+		secret.Annotations = map[string]string{}
+	}
+	secret.Annotations["captf.io/image"] = p.obj.WorkspaceSpec().Source.Image
+	if err := p.r.Client.Update(ctx, &secret); err != nil {
+		return fmt.Errorf("updating the durable inputs Secret: %w", err)
+	}
+	return nil
+}
+
+// holder reads the Job a run Lease names, from the API server.
+func (p *pass) holder(ctx context.Context, name string) (lease.Holder, error) {
+	var job batchv1.Job
+	err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: name}, &job)
+	if apierrors.IsNotFound(err) {
+		return lease.Holder{}, nil
+	}
+	if err != nil {
+		return lease.Holder{}, err
+	}
+	pods, err := p.podsOf(ctx, name)
+	if err != nil {
+		return lease.Holder{}, err
+	}
+	h := lease.Holder{Exists: true, Finished: jobs.OutcomeOf(&job).Finished()}
+	for _, pod := range pods {
+		if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			h.PodsRunning = true
+		}
+	}
+	return h, nil
+}
+
+// setCondition writes the condition an op reports in.
+func (p *pass) setCondition(op jobs.Op, status metav1.ConditionStatus, reason, message string) {
+	conds := &p.status().Conditions
+	conditions.Set(conds, conditionFor(op), status, reason, message, p.obj.GetGeneration(), p.now)
+	conditions.SetReady(conds, p.obj.GetGeneration(), p.now)
+}
+
+// conditionFor is the condition an op reports in: refresh and drift in DriftJobSucceeded,
+// everything else in ApplyJobSucceeded.
+func conditionFor(op jobs.Op) string {
+	if op == jobs.OpRefresh || op == jobs.OpDrift {
+		return conditions.DriftJobSucceeded
+	}
+	return conditions.ApplyJobSucceeded
+}
+
+func runningReason(op jobs.Op) string {
+	switch op {
+	case jobs.OpRefresh, jobs.OpDrift:
+		return "DriftJobRunning"
+	case jobs.OpDestroy:
+		return "DestroyRunning"
+	}
+	return conditions.ReasonApplyRunning
+}
