@@ -6,6 +6,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -50,7 +51,7 @@ func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	opts.Cache.ByObject = map[client.Object]cache.ByObject{
 		&batchv1.Job{}: {Label: labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue})},
 	}
-	opts.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &coordinationv1.Lease{}, &corev1.Pod{}}}
+	opts.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &coordinationv1.Lease{}, &corev1.Pod{}, &corev1.ServiceAccount{}, &rbacv1.RoleBinding{}}}
 	return opts
 }
 

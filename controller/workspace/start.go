@@ -49,6 +49,9 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		return ctrl.Result{RequeueAfter: LeaseRequeue}, nil
 	}
 
+	if err := p.ensureRunnerIdentity(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	if d.Op == jobs.OpApply {
 		if err := p.writeDurableInputs(ctx, rendered); err != nil {
 			return ctrl.Result{}, err
