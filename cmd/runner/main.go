@@ -1,31 +1,156 @@
 // Command runner runs inside a captf Job: `runner copy` installs it into the Job's shared volume
 // and `runner run` drives OpenTofu/Terraform for one operation and reports the result as the
-// container's termination message.
+// container's termination message. This file holds only flags and wiring; the work is in
+// package runner.
 package main
 
 import (
-	"flag"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/runner"
 )
 
-const usage = `Usage: runner <command> [flags]
-
-Commands:
-  copy <dest>   copy this binary to dest (the init container installs the runner this way)
-  run           run one operation (--op=apply|plan|destroy|refresh|drift|restore)
-  version       print the version
-
-Exit codes: 0 success, 1 failure, 2 usage error.
-`
-
 func main() {
-	flag.Usage = func() { fmt.Fprint(flag.CommandLine.Output(), usage) }
-	flag.Parse()
-	if flag.NArg() == 0 {
-		flag.Usage()
-		os.Exit(2)
+	// SIGTERM comes from the kubelet (drain, eviction, Job deletion, deadline); SIGINT from a
+	// terminal. Both become a stop request that the runner forwards to the runtime.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// exitCode ends the command with a code other than 0 without being a usage error.
+type exitCode int
+
+// Error makes exitCode an error that carries the code through cobra.
+func (c exitCode) Error() string { return fmt.Sprintf("exit %d", int(c)) }
+
+// execute runs the command line args and returns the exit code.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := newCommand(stdout, stderr)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	var code exitCode
+	switch {
+	case err == nil:
+		return runner.ExitOK
+	case errors.As(err, &code):
+		return int(code)
+	default:
+		// Everything else cobra returns is a bad command, flag or argument.
+		fmt.Fprintf(stderr, "runner: %v\nRun 'runner --help' for usage.\n", err)
+		return runner.ExitUsage
 	}
-	fmt.Fprintf(os.Stderr, "runner: command %q is not available in this build\n", flag.Arg(0))
-	os.Exit(2)
+}
+
+func newCommand(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "runner",
+		Short:         "Runs OpenTofu/Terraform for one captf Job",
+		Long:          "runner runs inside a captf Job. Exit codes: 0 success, 1 failure, 2 usage error.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_ = cmd.Help()
+			return errors.New("a command is required")
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newCopyCommand(stderr), newRunCommand(stdout, stderr), newVersionCommand(stdout))
+	return root
+}
+
+func newCopyCommand(stderr io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "copy <dest>",
+		Short: "Copy this binary to dest with mode 0755 (the init container installs the runner this way)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			self, err := os.Executable()
+			if err == nil {
+				err = runner.Copy(self, args[0])
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "runner: copy: %v\n", err)
+				return exitCode(runner.ExitFailure)
+			}
+			return nil
+		},
+	}
+}
+
+func newVersionCommand(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the runner's version",
+		Args:  cobra.NoArgs,
+		Run: func(*cobra.Command, []string) {
+			fmt.Fprintf(stdout, "runner %s\n", runner.Version())
+		},
+	}
+}
+
+func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
+	o := runner.NewOptions()
+	var op string
+	// Accepted for the Job's argument list; this runner does not use them (see docs/runner.md).
+	var eventObject, jobName string
+	cmd := &cobra.Command{
+		Use:   "run --op=<op> [flags]",
+		Short: "Run one operation: apply, plan, destroy, refresh, drift or restore",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Op = jobs.Op(op)
+			o.Environ = os.Environ()
+			o.Stdout, o.Stderr = stdout, stderr
+			if err := o.Validate(); err != nil {
+				runner.WriteUsageResult(o.Op, o.ResultFile, err)
+				return err
+			}
+			_, code := runner.Run(cmd.Context(), o)
+			if code != runner.ExitOK {
+				return exitCode(code)
+			}
+			return nil
+		},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		runner.WriteUsageResult(jobs.Op(op), o.ResultFile, err)
+		return err
+	})
+	f := cmd.Flags()
+	f.StringVar(&op, "op", "", "operation: apply, plan, destroy, refresh, drift or restore (required)")
+	f.StringArrayVar(&o.Bin, "bin", o.Bin, "runtime binary and fixed arguments (repeat for each)")
+	f.StringVar(&o.Config, "config", o.Config, "directory of the rendered root module")
+	f.StringVar(&o.Module, "module", o.Module, "module directory of the image (checked by preflight)")
+	f.StringVar(&o.Providers, "providers", o.Providers, "provider mirror; used only when it exists")
+	f.StringVar(&o.Workdir, "workdir", o.Workdir, "writable work directory")
+	f.StringVar(&o.Image, "image", o.Image, "module image reference, reported in the result")
+	f.StringVar(&o.ResultFile, "result", o.ResultFile, "file that receives the result document")
+	f.StringArrayVar(&o.BackendConfig, "backend-config", nil, "-backend-config value for init (repeatable)")
+	f.DurationVar(&o.LockTimeout, "lock-timeout", o.LockTimeout, "how long to wait for the state lock")
+	f.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long a stopped runtime may take before it is killed")
+	f.StringVar(&o.ForceUnlock, "force-unlock", "", "stale lock ID to release after init")
+	f.BoolVar(&o.GuardDeletes, "guard-deletes", false, "stop before a plan that deletes or replaces unless approved")
+	f.StringVar(&o.InputsHash, "inputs-hash", "", "hash of this run's rendered inputs")
+	f.StringVar(&o.AllowDeletesHash, "allow-deletes-hash", "", "inputs hash whose destructive plans are approved")
+	f.StringVar(&o.ExpectPlan, "expect-plan", "", "approved p2: plan hash; apply only a plan with this hash")
+	f.StringVar(&o.PlanKeyFile, "plan-key-file", o.PlanKeyFile, "key of the plan hash")
+	f.IntVar(&o.RestoreChunks, "restore-chunks", 0, "number of backup chunks in <config>/restore/ (restore)")
+	f.IntVar(&o.RestoreResources, "restore-resources", 0, "resources the backup held (restore)")
+	f.StringVar(&eventObject, "event-object", "", "object runner events relate to (accepted, not used)")
+	f.StringVar(&jobName, "job-name", "", "name of the Job (accepted, not used)")
+	return cmd
 }

@@ -1,0 +1,501 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/captf/captf/jobs"
+)
+
+// fakeRuntime stands in for OpenTofu where a test is about the runner, not the runtime. It
+// records its arguments and environment, prints canned output, and can hang in one command so
+// a test can stop it.
+const fakeRuntime = `#!/bin/sh
+echo "$*" >> "$FAKE_DIR/argv"
+cmd=$1
+[ "$cmd" = state ] && cmd="state-$2"
+case "$cmd" in
+version) echo '{"terraform_version":"9.9.9"}'; exit 0 ;;
+init) env > "$FAKE_DIR/env" ;;
+show) cat "$FAKE_DIR/show.json" ;;
+esac
+if [ "$cmd" = "$FAKE_FAIL" ]; then
+  echo "Error: $cmd broke" >&2
+  exit 1
+fi
+if [ "$cmd" = "$FAKE_HANG" ]; then
+  if [ -n "$FAKE_IGNORE_TERM" ]; then
+    trap '' TERM
+  else
+    trap 'echo term > "$FAKE_DIR/got-term"; exit 143' TERM
+  fi
+  echo started > "$FAKE_DIR/started"
+  sleep 60 &
+  wait
+  wait
+  exit 0
+fi
+[ "$cmd" = plan ] && exit "${FAKE_PLAN_EXIT:-0}"
+exit 0
+`
+
+// syncBuffer is a log a test can read while the runner writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type fakeRun struct {
+	dir            string
+	opts           Options
+	stdout, stderr *syncBuffer
+}
+
+// newFakeRun prepares a run with the fake runtime, a one-file module and a rendered config.
+func newFakeRun(t *testing.T, op jobs.Op, env ...string) *fakeRun {
+	t.Helper()
+	dir := t.TempDir()
+	for path, content := range map[string]string{
+		"bin/tofu":                     fakeRuntime,
+		"module/main.tf":               "",
+		"config/main.tf.json":          "{}",
+		"config/terraform.tfvars.json": "{}",
+	} {
+		p := filepath.Join(dir, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &fakeRun{dir: dir, stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	o := NewOptions()
+	o.Op = op
+	o.Bin = []string{filepath.Join(dir, "bin/tofu")}
+	o.Module = filepath.Join(dir, "module")
+	o.Config = filepath.Join(dir, "config")
+	o.Workdir = filepath.Join(dir, "work")
+	o.Providers = filepath.Join(dir, "no-providers")
+	o.ResultFile = filepath.Join(dir, "result")
+	o.PlanKeyFile = filepath.Join(dir, "key")
+	o.StopTimeout = 30 * time.Second
+	o.Environ = append([]string{"PATH=" + os.Getenv("PATH"), "FAKE_DIR=" + dir}, env...)
+	o.Stdout, o.Stderr = f.stdout, f.stderr
+	f.opts = o
+	return f
+}
+
+func (f *fakeRun) run(t *testing.T, ctx context.Context) (jobs.RunnerResult, int) {
+	t.Helper()
+	if err := f.opts.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	res, code := Run(ctx, f.opts)
+	doc, err := os.ReadFile(f.opts.ResultFile)
+	if err != nil {
+		t.Fatalf("reading the result file: %v", err)
+	}
+	parsed, err := jobs.ParseRunnerResult(doc)
+	if err != nil {
+		t.Fatalf("the result file does not parse: %v\n%s", err, doc)
+	}
+	if parsed.Op != f.opts.Op {
+		t.Errorf("result op %q, want %q", parsed.Op, f.opts.Op)
+	}
+	return res, code
+}
+
+func (f *fakeRun) argv(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(f.dir, "argv"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(data)), "\n")
+}
+
+func (f *fakeRun) writeKey(t *testing.T, n int) {
+	t.Helper()
+	if err := os.WriteFile(f.opts.PlanKeyFile, []byte(strings.Repeat("k", n)), 0o440); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func stepNames(r jobs.RunnerResult) []string {
+	var names []string
+	for _, s := range r.Steps {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// waitForFile polls for a file until the deadline.
+func waitForFile(t *testing.T, path string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s did not appear within %s", path, within)
+}
+
+func TestPlanKeyRules(t *testing.T) {
+	tests := []struct {
+		name      string
+		op        jobs.Op
+		expect    string
+		keyBytes  int // 0: no key file
+		wantError bool
+	}{
+		{name: "a plan without a key fails before any step", op: jobs.OpPlan, wantError: true},
+		{name: "a plan with a short key fails before any step", op: jobs.OpPlan, keyBytes: 31, wantError: true},
+		{name: "a plan with a 32-byte key runs", op: jobs.OpPlan, keyBytes: 32},
+		{name: "an approved apply without a key fails before any step", op: jobs.OpApply, expect: jobs.EmptyPlanHash, wantError: true},
+		{name: "an approved apply with a key runs", op: jobs.OpApply, expect: jobs.EmptyPlanHash, keyBytes: 32},
+		{name: "an unapproved apply needs no key", op: jobs.OpApply},
+		{name: "a destroy needs no key", op: jobs.OpDestroy},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeRun(t, tt.op)
+			f.opts.ExpectPlan = tt.expect
+			if tt.keyBytes > 0 {
+				f.writeKey(t, tt.keyBytes)
+			}
+			if err := os.WriteFile(filepath.Join(f.dir, "show.json"), []byte(`{"format_version":"1.2"}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res, code := f.run(t, context.Background())
+			if !tt.wantError {
+				if code != ExitOK || res.Error != nil {
+					t.Fatalf("exit %d, error %+v; log:\n%s", code, res.Error, f.stderr)
+				}
+				return
+			}
+			if code != ExitFailure || res.Error == nil || res.Error.Kind != jobs.ErrorKindStep || res.Error.Step != StepPlanKey {
+				t.Fatalf("exit %d, error %+v; want a plan-key step error", code, res.Error)
+			}
+			if len(res.Steps) != 0 {
+				t.Errorf("steps ran: %v", stepNames(res))
+			}
+			if _, err := os.Stat(filepath.Join(f.dir, "argv")); err == nil {
+				t.Errorf("the runtime was started: %q", f.argv(t))
+			}
+		})
+	}
+}
+
+func TestImageLayout(t *testing.T) {
+	tests := []struct {
+		name string
+		mut  func(f *fakeRun)
+	}{
+		{"a module without configuration files", func(f *fakeRun) { _ = os.Remove(filepath.Join(f.opts.Module, "main.tf")) }},
+		{"a runtime that is not executable", func(f *fakeRun) { _ = os.Chmod(f.opts.Bin[0], 0o644) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeRun(t, jobs.OpApply)
+			tt.mut(f)
+			res, code := f.run(t, context.Background())
+			if code != ExitFailure || res.Error == nil || res.Error.Kind != jobs.ErrorKindImageLayout {
+				t.Fatalf("exit %d, error %+v; want image-layout", code, res.Error)
+			}
+			if len(res.Steps) != 0 {
+				t.Errorf("steps ran: %v", stepNames(res))
+			}
+		})
+	}
+}
+
+func TestStepsPerOp(t *testing.T) {
+	lock := "-lock-timeout=300s"
+	tests := []struct {
+		name      string
+		op        jobs.Op
+		mut       func(o *Options)
+		planExit  string
+		wantSteps []string
+		wantArgv  []string
+	}{
+		{
+			name:      "apply: init, validate, apply",
+			op:        jobs.OpApply,
+			wantSteps: []string{"init", "validate", "apply"},
+			wantArgv: []string{
+				"version -json",
+				"init -input=false -no-color " + lock + " -backend-config=secret_suffix=abc-c -backend-config=namespace=ns",
+				"validate -json -no-color",
+				"apply -input=false -no-color " + lock + " -auto-approve -var-file=terraform.tfvars.json",
+			},
+		},
+		{
+			name:      "a guarded apply without changes skips show and apply",
+			op:        jobs.OpApply,
+			mut:       func(o *Options) { o.GuardDeletes, o.InputsHash = true, "h1:x" },
+			planExit:  "0",
+			wantSteps: []string{"init", "validate", "plan"},
+		},
+		{
+			name:      "a guarded apply with changes plans, shows and applies the plan file",
+			op:        jobs.OpApply,
+			mut:       func(o *Options) { o.GuardDeletes, o.InputsHash = true, "h1:x" },
+			planExit:  "2",
+			wantSteps: []string{"init", "validate", "plan", "show", "apply"},
+		},
+		{
+			name:      "plan: init, validate, plan, show",
+			op:        jobs.OpPlan,
+			wantSteps: []string{"init", "validate", "plan", "show"},
+		},
+		{
+			name:      "destroy: init, destroy",
+			op:        jobs.OpDestroy,
+			wantSteps: []string{"init", "destroy"},
+		},
+		{
+			name:      "refresh: init, apply -refresh-only",
+			op:        jobs.OpRefresh,
+			wantSteps: []string{"init", "refresh"},
+		},
+		{
+			name:      "drift: init, refresh, plan without refresh, show when it changes",
+			op:        jobs.OpDrift,
+			planExit:  "2",
+			wantSteps: []string{"init", "refresh", "plan", "show"},
+		},
+		{
+			name:      "force-unlock runs right after init",
+			op:        jobs.OpDestroy,
+			mut:       func(o *Options) { o.ForceUnlock = "lock-id" },
+			wantSteps: []string{"init", "force-unlock", "destroy"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeRun(t, tt.op, "FAKE_PLAN_EXIT="+tt.planExit)
+			f.opts.BackendConfig = []string{"secret_suffix=abc-c", "namespace=ns"}
+			f.writeKey(t, 32)
+			if tt.mut != nil {
+				tt.mut(&f.opts)
+			}
+			if err := os.WriteFile(filepath.Join(f.dir, "show.json"), []byte(`{"format_version":"1.2","resource_changes":[{"address":"a","mode":"managed","change":{"actions":["update"],"before":{"n":1},"after":{"n":2}}}]}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res, code := f.run(t, context.Background())
+			if code != ExitOK || res.Error != nil {
+				t.Fatalf("exit %d, error %+v; log:\n%s", code, res.Error, f.stderr)
+			}
+			if got := stepNames(res); !slices.Equal(got, tt.wantSteps) {
+				t.Errorf("steps = %v, want %v", got, tt.wantSteps)
+			}
+			if tt.wantArgv != nil {
+				if got := f.argv(t); !slices.Equal(got, tt.wantArgv) {
+					t.Errorf("argv =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.wantArgv, "\n"))
+				}
+			}
+			if res.Runtime == nil || res.Runtime.Version != "9.9.9" {
+				t.Errorf("runtime = %+v, want version 9.9.9 from version -json", res.Runtime)
+			}
+		})
+	}
+}
+
+func TestRuntimeSeesScrubbedEnvironment(t *testing.T) {
+	f := newFakeRun(t, jobs.OpDestroy, "TF_CLI_CONFIG_FILE=/root/.terraformrc", "KUBE_CONFIG_PATH=/secret/kubeconfig", "TF_VAR_x=value-of-x", "KUBE_NAMESPACE=ns1")
+	if _, code := f.run(t, context.Background()); code != ExitOK {
+		t.Fatalf("exit %d; log:\n%s", code, f.stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(f.dir, "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := strings.Split(string(data), "\n")
+	for _, want := range []string{"HOME=" + f.opts.Workdir, "TF_DATA_DIR=" + filepath.Join(f.opts.Workdir, ".terraform"), "KUBE_NAMESPACE=ns1"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("the runtime's environment lacks %s", want)
+		}
+	}
+	for _, gone := range []string{"TF_CLI_CONFIG_FILE=", "KUBE_CONFIG_PATH=", "TF_VAR_x="} {
+		for _, kv := range env {
+			if strings.HasPrefix(kv, gone) {
+				t.Errorf("the runtime sees %s", kv)
+			}
+		}
+	}
+	log := f.stderr.String()
+	if !strings.Contains(log, "dropped KUBE_CONFIG_PATH, TF_CLI_CONFIG_FILE, TF_VAR_x") {
+		t.Errorf("the log does not name the dropped variables:\n%s", log)
+	}
+	if strings.Contains(log, "value-of-x") || strings.Contains(log, "/secret/kubeconfig") {
+		t.Errorf("the log shows a dropped value:\n%s", log)
+	}
+}
+
+func TestProviderMirror(t *testing.T) {
+	f := newFakeRun(t, jobs.OpDestroy)
+	f.opts.Providers = filepath.Join(f.dir, "providers")
+	if err := os.Mkdir(f.opts.Providers, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, code := f.run(t, context.Background()); code != ExitOK {
+		t.Fatalf("exit %d; log:\n%s", code, f.stderr)
+	}
+	data, _ := os.ReadFile(filepath.Join(f.dir, "env"))
+	want := "TF_CLI_CONFIG_FILE=" + filepath.Join(f.opts.Workdir, "cli.tfrc")
+	if !slices.Contains(strings.Split(string(data), "\n"), want) {
+		t.Errorf("the runtime's environment lacks %s", want)
+	}
+}
+
+func TestShowOutputIsNeverLogged(t *testing.T) {
+	f := newFakeRun(t, jobs.OpPlan)
+	f.writeKey(t, 32)
+	show := `{"format_version":"1.2","resource_changes":[{"address":"a","mode":"managed","change":{"actions":["create"],"before":null,"after":{"pw":"s3cret-value"},"after_sensitive":{"pw":true}}}]}`
+	if err := os.WriteFile(filepath.Join(f.dir, "show.json"), []byte(show), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, code := f.run(t, context.Background())
+	if code != ExitOK || res.Plan == nil || res.Plan.Counts.Add != 1 || !strings.HasPrefix(res.Plan.Hash, "p2:") {
+		t.Fatalf("exit %d, plan %+v; log:\n%s", code, res.Plan, f.stderr)
+	}
+	doc, _ := os.ReadFile(f.opts.ResultFile)
+	for where, text := range map[string]string{"stdout": f.stdout.String(), "stderr": f.stderr.String(), "result": string(doc)} {
+		if strings.Contains(text, "s3cret-value") {
+			t.Errorf("the %s carries the plan's sensitive value", where)
+		}
+	}
+}
+
+func TestFailedStepTail(t *testing.T) {
+	f := newFakeRun(t, jobs.OpApply, "FAKE_FAIL=apply")
+	res, code := f.run(t, context.Background())
+	if code != ExitFailure || res.Error == nil {
+		t.Fatalf("exit %d, error %+v", code, res.Error)
+	}
+	want := jobs.RunnerError{Kind: jobs.ErrorKindStep, Step: "apply", Tail: "Error: apply broke"}
+	if *res.Error != want {
+		t.Errorf("error = %+v, want %+v", *res.Error, want)
+	}
+	if last := res.Steps[len(res.Steps)-1]; last.Name != "apply" || last.Exit != 1 {
+		t.Errorf("last step %+v, want apply exiting 1", last)
+	}
+}
+
+func TestForceUnlockToleratesAGoneLock(t *testing.T) {
+	// The fake prints "Error: force-unlock broke"; a real backend says the lock is gone.
+	f := newFakeRun(t, jobs.OpDestroy, "FAKE_FAIL=force-unlock")
+	f.opts.ForceUnlock = "id"
+	if res, code := f.run(t, context.Background()); code != ExitFailure || res.Error.Step != StepForceUnlock {
+		t.Fatalf("an unexplained force-unlock failure: exit %d, error %+v; want a failure", code, res.Error)
+	}
+	for _, msg := range []string{"state is already unlocked", `lock id "id" does not match existing lock`, `leases.coordination.k8s.io "lock-tfstate-default-x" not found`} {
+		if !lockAlreadyGone("Failed to unlock state: " + msg) {
+			t.Errorf("lockAlreadyGone(%q) = false", msg)
+		}
+	}
+	if lockAlreadyGone("Failed to unlock state: connection refused") {
+		t.Error("lockAlreadyGone accepts a connection error")
+	}
+}
+
+func TestStopForwardsSIGTERMToTheRuntime(t *testing.T) {
+	f := newFakeRun(t, jobs.OpApply, "FAKE_HANG=apply")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		waitForFile(t, filepath.Join(f.dir, "started"), 30*time.Second)
+		cancel()
+	}()
+	start := time.Now()
+	res, code := f.run(t, ctx)
+	if code != ExitFailure || res.Error == nil || res.Error.Kind != jobs.ErrorKindInterrupted || res.Error.Step != "apply" {
+		t.Fatalf("exit %d, error %+v; want interrupted in apply", code, res.Error)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "got-term")); err != nil {
+		t.Errorf("the runtime did not receive SIGTERM: %v", err)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("stopping took %s; the runtime exits on SIGTERM at once", took)
+	}
+}
+
+func TestStopKillsARuntimeThatIgnoresSIGTERM(t *testing.T) {
+	f := newFakeRun(t, jobs.OpApply, "FAKE_HANG=apply", "FAKE_IGNORE_TERM=1")
+	f.opts.StopTimeout = 500 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		waitForFile(t, filepath.Join(f.dir, "started"), 30*time.Second)
+		cancel()
+	}()
+	start := time.Now()
+	res, code := f.run(t, ctx)
+	if code != ExitFailure || res.Error == nil || res.Error.Kind != jobs.ErrorKindInterrupted {
+		t.Fatalf("exit %d, error %+v; want interrupted", code, res.Error)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("stopping took %s, want about the stop timeout", took)
+	}
+	if !strings.Contains(f.stderr.String(), "killing it") {
+		t.Errorf("the log does not say the runtime was killed:\n%s", f.stderr)
+	}
+}
+
+func TestStopBetweenStepsStartsNoMoreSteps(t *testing.T) {
+	f := newFakeRun(t, jobs.OpApply)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, code := f.run(t, ctx)
+	if code != ExitFailure || res.Error == nil || res.Error.Kind != jobs.ErrorKindInterrupted || res.Error.Step != "init" {
+		t.Fatalf("exit %d, error %+v; want interrupted before init", code, res.Error)
+	}
+	if len(res.Steps) != 0 {
+		t.Errorf("steps ran: %v", stepNames(res))
+	}
+}
+
+func TestUnwritableResultFails(t *testing.T) {
+	f := newFakeRun(t, jobs.OpDestroy)
+	f.opts.ResultFile = filepath.Join(f.dir, "missing-dir", "result")
+	if _, code := Run(context.Background(), f.opts); code != ExitFailure {
+		t.Errorf("exit %d, want %d when the result cannot be written", code, ExitFailure)
+	}
+}
+
+func TestRunRefusesInvalidOptions(t *testing.T) {
+	f := newFakeRun(t, "import")
+	if err := os.WriteFile(f.opts.ResultFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, code := Run(context.Background(), f.opts)
+	if code != ExitUsage || res.Error == nil || res.Error.Step != StepFlags {
+		t.Fatalf("exit %d, error %+v; want a usage error in flags", code, res.Error)
+	}
+	doc, _ := os.ReadFile(f.opts.ResultFile)
+	if parsed, err := jobs.ParseRunnerResult(doc); err != nil || parsed.Error == nil || parsed.Error.Step != StepFlags {
+		t.Errorf("result file %s (%v), want the flags error", doc, err)
+	}
+}
