@@ -3,6 +3,8 @@ package controller
 import (
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +36,9 @@ type Options struct {
 	Concurrency int
 	// Clock is the time source; nil means the real clock.
 	Clock clock.PassiveClock
+	// Registry takes the controller's metrics; nil means controller-runtime's registry, which
+	// the manager serves.
+	Registry prometheus.Registerer
 }
 
 // NewScheme returns a scheme with the kinds the controller reads and writes.
@@ -63,7 +68,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	m, err := metrics.New(ctrlmetrics.Registry, activeJobs(mgr))
+	if opts.Registry == nil {
+		opts.Registry = ctrlmetrics.Registry
+	}
+	m, err := metrics.New(opts.Registry, activeJobs(mgr))
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}

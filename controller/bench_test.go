@@ -1,0 +1,396 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller"
+	"github.com/captf/captf/controller/inputs"
+	"github.com/captf/captf/controller/state"
+	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/test/testenv"
+)
+
+// requestCounter counts the manager's requests to the API server by kind of request.
+type requestCounter struct {
+	reads, writes, watches atomic.Int64
+	mu                     sync.Mutex
+	byResource             map[string]int
+}
+
+// resource names the kind of object a request is for, e.g. "GET secrets".
+func resource(req *http.Request) string {
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	switch {
+	case len(parts) > 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) > 3 && parts[0] == "apis":
+		parts = parts[3:]
+	}
+	if len(parts) > 2 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	res := parts[0]
+	if len(parts) > 2 {
+		res += "/" + parts[2]
+	}
+	return req.Method + " " + res
+}
+
+func (c *requestCounter) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.byResource {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		switch {
+		case req.Method == http.MethodGet && req.URL.Query().Get("watch") == "true":
+			c.watches.Add(1)
+		case req.Method == http.MethodGet:
+			c.reads.Add(1)
+		default:
+			c.writes.Add(1)
+		}
+		c.mu.Lock()
+		if c.byResource == nil {
+			c.byResource = map[string]int{}
+		}
+		c.byResource[resource(req)]++
+		c.mu.Unlock()
+		return rt.RoundTrip(req)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// jobWatch records when a Job of each owner name was first seen.
+type jobWatch struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func (w *jobWatch) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.seen)
+}
+
+func (w *jobWatch) at(owner string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.seen[owner]
+	return t, ok
+}
+
+func (w *jobWatch) reset() {
+	w.mu.Lock()
+	w.seen = map[string]time.Time{}
+	w.mu.Unlock()
+}
+
+func watchJobs(ctx context.Context, b *testing.B, cfg *rest.Config, ns string) *jobWatch {
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	w := &jobWatch{seen: map[string]time.Time{}}
+	watcher, err := cs.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{LabelSelector: jobs.LabelManaged + "=" + jobs.ManagedValue})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for ev := range watcher.ResultChan() {
+			if job, ok := ev.Object.(*batchv1.Job); ok {
+				w.mu.Lock()
+				if _, dup := w.seen[job.Labels[jobs.LabelOwnerName]]; !dup {
+					w.seen[job.Labels[jobs.LabelOwnerName]] = time.Now()
+				}
+				w.mu.Unlock()
+			}
+		}
+	}()
+	return w
+}
+
+func benchObjects() int {
+	if n, err := strconv.Atoi(os.Getenv("CAPTF_BENCH_OBJECTS")); err == nil && n > 0 {
+		return n
+	}
+	return 1000
+}
+
+// parallel runs fn for 0..n-1 on 16 workers.
+func parallel(n int, fn func(i int) error) error {
+	var wg sync.WaitGroup
+	var first atomic.Value
+	next := atomic.Int64{}
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					first.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, ok := first.Load().(error); ok {
+		return err
+	}
+	return nil
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// BenchmarkController measures the manager on the real API server with many converged objects:
+// the API traffic of a pass over all of them, the latency from one spec change to its Job, the
+// time to start a Job for every object at once against a plain client doing the same writes,
+// and the heap held per object and per retained Job.
+func BenchmarkController(b *testing.B) {
+	env := testenv.Get(b)
+	ctrl.SetLogger(logr.Discard())
+	n := benchObjects()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := "bench"
+	admin, err := client.New(env.Config, client.Options{Scheme: controller.NewScheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	variables := func(v string) []byte { return []byte(`{"release":"` + v + `"}`) }
+	rendered, err := inputs.Render("modules/net:v1", variables("0"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stateDoc, _ := state.Compress([]byte(`{"version":4,"serial":1,"lineage":"l","resources":[{"mode":"managed","type":"terraform_data","name":"r","instances":[{}]}]}`))
+	name := func(i int) string { return fmt.Sprintf("c%04d", i) }
+	// Converged objects: a state that records the inputs the spec renders to, drift checks off.
+	if err := parallel(n, func(i int) error {
+		tc := &infrav1.TerraformCluster{
+			ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: ns, Finalizers: []string{"terraformcluster.infrastructure.cluster.x-k8s.io"}},
+			Spec: infrav1.TerraformClusterSpec{
+				WorkspaceSpec: infrav1.WorkspaceSpec{Source: infrav1.SourceSpec{Image: "modules/net:v1"}, Variables: &apiextensionsv1.JSON{Raw: variables("0")}},
+				Drift:         infrav1.DriftSpec{IntervalSeconds: ptr.To[int64](0)},
+			},
+		}
+		if err := admin.Create(ctx, tc); err != nil {
+			return err
+		}
+		return admin.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: state.SecretName(jobs.StateSecretSuffix(ns, jobs.KindCluster, name(i))), Namespace: ns,
+				Annotations: map[string]string{state.InputsHashAnnotation: rendered.Hash}},
+			Data: map[string][]byte{"tfstate": stateDoc},
+		})
+	}); err != nil {
+		b.Fatal(err)
+	}
+
+	counter := &requestCounter{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 500, 1000
+	cfg.Wrap(counter.wrap)
+	heapBefore := heapInUse()
+	mgr, err := ctrl.NewManager(cfg, controller.ManagerOptions(ctrl.Options{Scheme: controller.NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := controller.Setup(mgr, controller.Options{RunnerImage: "captf/manager:bench", Registry: prometheus.NewRegistry()}); err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	quiet := func() {
+		// The manager is idle when its request count stops moving.
+		last := int64(-1)
+		_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, false, func(context.Context) (bool, error) {
+			now := counter.reads.Load() + counter.writes.Load()
+			done := now == last
+			last = now
+			return done, nil
+		})
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var list infrav1.TerraformClusterList
+		if err := admin.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, tc := range list.Items {
+			if len(tc.Status.Conditions) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	quiet()
+	heapObjects := heapInUse()
+	watch := watchJobs(ctx, b, env.Config, ns)
+
+	b.Run(fmt.Sprintf("resync-pass-%d-converged", n), func(b *testing.B) {
+		for it := 0; it < b.N; it++ {
+			reads, writes := counter.reads.Load(), counter.writes.Load()
+			before := counter.snapshot()
+			// Touch each object so every one is reconciled once, as a resync would.
+			if err := parallel(n, func(i int) error {
+				return admin.Patch(ctx, &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Name: name(i), Namespace: ns}},
+					client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{"bench/touch":"%d"}}}`, it))))
+			}); err != nil {
+				b.Fatal(err)
+			}
+			quiet()
+			for k, v := range counter.snapshot() {
+				if v != before[k] {
+					b.Logf("%s: %d", k, v-before[k])
+				}
+			}
+			b.ReportMetric(float64(counter.writes.Load()-writes)/float64(n), "writes/object")
+			b.ReportMetric(float64(counter.reads.Load()-reads)/float64(n), "uncached-reads/object")
+		}
+		if watch.count() != 0 {
+			b.Fatalf("%d Jobs started for converged objects", watch.count())
+		}
+	})
+
+	busy := map[string]bool{} // objects whose Job still runs (nothing runs Jobs here)
+	b.Run("one-spec-change-to-job", func(b *testing.B) {
+		var latencies []time.Duration
+		for it := 0; it < b.N; it++ {
+			obj := name(it % n)
+			start := time.Now()
+			if err := admin.Patch(ctx, &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Name: obj, Namespace: ns}},
+				client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"variables":{"release":"one-%d"}}}`, it)))); err != nil {
+				b.Fatal(err)
+			}
+			if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				_, ok := watch.at(obj)
+				return ok, nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+			seen, _ := watch.at(obj)
+			latencies = append(latencies, seen.Sub(start))
+			busy[obj] = true
+			watch.reset()
+		}
+		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+		b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
+	})
+
+	b.Run(fmt.Sprintf("all-%d-inputs-changed", n), func(b *testing.B) {
+		for it := 0; it < b.N; it++ {
+			quiet()
+			watch.reset()
+			var idle []string
+			for i := 0; i < n; i++ {
+				if !busy[name(i)] {
+					idle = append(idle, name(i))
+				}
+			}
+			start := time.Now()
+			if err := parallel(len(idle), func(i int) error {
+				return admin.Patch(ctx, &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Name: idle[i], Namespace: ns}},
+					client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"variables":{"release":"all-%d"}}}`, it))))
+			}); err != nil {
+				b.Fatal(err)
+			}
+			if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+				return watch.count() >= len(idle), nil
+			}); err != nil {
+				b.Fatalf("%d of %d Jobs: %v", watch.count(), len(idle), err)
+			}
+			controllerTime := time.Since(start)
+			for _, o := range idle {
+				busy[o] = true
+			}
+			floor := plainWrites(ctx, b, admin, ns, len(idle), it)
+			b.ReportMetric(controllerTime.Seconds(), "controller-s")
+			b.ReportMetric(floor.Seconds(), "plain-client-s")
+			b.ReportMetric(controllerTime.Seconds()/floor.Seconds(), "x-floor")
+			quiet()
+		}
+	})
+	b.Run("memory", func(b *testing.B) {
+		heapJobs := heapInUse()
+		b.ReportMetric(float64(int64(heapObjects)-int64(heapBefore))/float64(n), "heap-B/object")
+		b.ReportMetric(float64(int64(heapJobs)-int64(heapObjects))/float64(max(len(busy), 1)), "heap-B/job")
+	})
+}
+
+// plainWrites issues the writes of starting n runs from a plain client, 16 at a time: the Lease,
+// the durable Secret, the Job, the per-run Secret and the status patch. It is the floor the
+// controller is compared with.
+func plainWrites(ctx context.Context, b *testing.B, c client.Client, ns string, n, it int) time.Duration {
+	start := time.Now()
+	if err := parallel(n, func(i int) error {
+		id := fmt.Sprintf("plain-%d-%04d", it, i)
+		if err := c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: ns}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(id)}}); err != nil {
+			return err
+		}
+		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: id + "-inputs", Namespace: ns}, Data: map[string][]byte{"main.tf.json": []byte("{}")}}); err != nil {
+			return err
+		}
+		job := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: ns},
+			Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "x"}},
+			}}},
+		}
+		if err := c.Create(ctx, job); err != nil {
+			return err
+		}
+		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: id + "-run", Namespace: ns}, Data: map[string][]byte{"main.tf.json": []byte("{}")}}); err != nil {
+			return err
+		}
+		obj := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%04d", i), Namespace: ns}}
+		return c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(`{"status":{"observedGeneration":`+strconv.Itoa(it+1)+`}}`)))
+	}); err != nil && !strings.Contains(err.Error(), "conflict") {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
