@@ -5,6 +5,7 @@ package decide
 
 import (
 	"hash/fnv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -30,6 +31,10 @@ const (
 	ReasonRefreshAfterApply      = "RefreshAfterApply"
 	ReasonDriftDue               = "DriftDue"
 	ReasonUpToDate               = "UpToDate"
+	ReasonDriftRemediation       = "DriftRemediation"
+	ReasonRestoreRequested       = "RestoreRequested"
+	ReasonPlanAwaitingApproval   = "PlanAwaitingApproval"
+	ReasonDestructivePlanBlocked = "DestructivePlanBlocked"
 
 	// BackoffSuffix marks a due op that waits for its backoff window, e.g. InputsChangedBackoff.
 	BackoffSuffix = "Backoff"
@@ -40,6 +45,7 @@ const (
 	JobActiveRequeue       = time.Minute
 	StateRequeue           = time.Minute
 	InputsRequeue          = 10 * time.Minute
+	ApprovalRequeue        = 10 * time.Minute
 	DefaultDriftInterval   = 30 * time.Minute
 	maxJitterFractionDenom = 10 // jitter is at most a tenth of the interval
 )
@@ -71,6 +77,33 @@ type Input struct {
 	LastDriftCheck time.Time
 	LastRefresh    time.Time
 	Now            time.Time
+
+	// Manual is applyPolicy Manual: applies go through an approved plan.
+	Manual bool
+	// Plan is the plan waiting for approval (status.plan), if any.
+	Plan *Plan
+	// ApprovedPlan is the plan hash a person approved (captf.io/approve-plan).
+	ApprovedPlan string
+	// Guarded is set when applies stop before a destructive plan (clusters under Automatic).
+	Guarded bool
+	// ApprovedDestructive is the inputs hash whose destructive plan a person approved
+	// (captf.io/approve-destructive-plan).
+	ApprovedDestructive string
+	// Restore is a requested state restore, if any.
+	Restore *Restore
+}
+
+// Plan is the plan of a Manual object that waits for approval.
+type Plan struct {
+	InputsHash string
+	PlanHash   string
+}
+
+// Restore is a backup a person asked to restore (captf.io/restore-state).
+type Restore struct {
+	Serial     string
+	BackupName string
+	InputsHash string
 }
 
 // Decision is what to do now.
@@ -89,12 +122,25 @@ type Decision struct {
 	AfterFailedApply bool
 	// Backoff is the window that holds a due op back.
 	Backoff *jobs.BackoffWindow
+	// ExpectPlan is the approved plan hash an apply must match (Manual).
+	ExpectPlan string
+	// Guard asks the runner to stop before a destructive plan; AllowDeletesHash is the inputs
+	// hash whose destructive plan was approved.
+	Guard            bool
+	AllowDeletesHash string
+	// RestoreSerial is the serial a restore pushes back.
+	RestoreSerial string
 }
 
 // Decide applies the priority table: the first matching row wins.
 func Decide(in Input) Decision {
 	if active := activeJob(in.Jobs); active != nil {
 		return Decision{Reason: ReasonJobActive, RequeueAfter: JobActiveRequeue}
+	}
+	if r := in.Restore; r != nil && !restoreFailed(in.Jobs, r.Serial) && (!in.Deleting || in.StateErr != nil) {
+		d := Decision{Op: jobs.OpRestore, Reason: ReasonRestoreRequested, RestoreSerial: r.Serial}
+		d.Names = jobs.NameSources{BackupInputsHash: r.InputsHash, BackupName: r.BackupName}
+		return d
 	}
 	if in.Deleting {
 		switch {
@@ -114,26 +160,134 @@ func Decide(in Input) Decision {
 		}
 		return d
 	}
+	if d, ok := in.remediation(); ok {
+		return d
+	}
 	return in.schedule()
+}
+
+// remediation applies the current inputs again when a drift check found drift and the action is
+// Remediate, while the failed remediations since the last good drift check are below the cap.
+func (in Input) remediation() (Decision, bool) {
+	if !in.Mutable || in.Drift.Action != infrav1.DriftActionRemediate || !DriftFound(in.Jobs) ||
+		!jobs.RemediationAllowed(in.Jobs, in.LastDriftCheck, in.Limits) || in.CurrentInputsHash == "" {
+		return Decision{}, false
+	}
+	d, ok := in.gated(ReasonDriftRemediation, true)
+	if !ok {
+		return Decision{}, false // a remediation waiting for a person keeps the schedule running
+	}
+	return d, true
+}
+
+// gated turns a due apply into what the apply policy allows: under Manual a plan, or the apply
+// of an approved plan, or a wait for approval; under the guard an apply that stops before a
+// destructive plan, unless that plan was approved, and a wait after a blocked apply of the same
+// inputs. ok is false when the apply waits for a person.
+func (in Input) gated(reason string, remediation bool) (Decision, bool) {
+	if in.Manual {
+		plan := in.Plan
+		if plan == nil || plan.InputsHash != in.CurrentInputsHash || !strings.HasPrefix(plan.PlanHash, "p2:") {
+			return in.start(jobs.OpPlan, reason), true
+		}
+		if in.ApprovedPlan != plan.PlanHash && plan.PlanHash != jobs.EmptyPlanHash {
+			return Decision{Reason: ReasonPlanAwaitingApproval, RequeueAfter: ApprovalRequeue}, false
+		}
+		d := in.startApply(reason, remediation)
+		d.ExpectPlan = plan.PlanHash
+		return d, true
+	}
+	d := in.startApply(reason, remediation)
+	if in.Guarded {
+		d.Guard = true
+		if in.ApprovedDestructive == in.CurrentInputsHash {
+			d.AllowDeletesHash = in.ApprovedDestructive
+		} else if blockedInputs(in.Jobs, in.CurrentInputsHash) {
+			return Decision{Reason: ReasonDestructivePlanBlocked, RequeueAfter: ApprovalRequeue}, false
+		}
+	}
+	return d, true
+}
+
+func (in Input) startApply(reason string, remediation bool) Decision {
+	d := in.start(jobs.OpApply, reason)
+	d.Names.DriftRemediation = remediation
+	return d
+}
+
+// DriftFound reports whether the newest successful drift check found drift that no later
+// successful apply has resolved.
+func DriftFound(all []batchv1.Job) bool {
+	var checked time.Time
+	for _, j := range jobs.OpJobs(all, jobs.OpDrift) {
+		if !jobs.OutcomeOf(j).Succeeded() {
+			continue
+		}
+		summary, err := jobs.DecodeSummary(j.Annotations[jobs.AnnotationResult])
+		if err != nil || summary.Drift == nil || !summary.Drift.Detected {
+			return false
+		}
+		checked, _ = jobs.FinishedAt(j)
+		break
+	}
+	if checked.IsZero() {
+		return false
+	}
+	// Runs of one object never overlap and each takes longer than a second, so an apply that
+	// finished in the same second as the check (times are kept to the second) came after it.
+	applied, ok := lastSuccess(all, jobs.OpApply)
+	return !ok || applied.Before(checked)
+}
+
+// blockedInputs reports whether the newest apply of these inputs was blocked before a
+// destructive plan: it is not retried until approved or the inputs change.
+func blockedInputs(all []batchv1.Job, inputsHash string) bool {
+	for _, j := range jobs.OpJobs(all, jobs.OpApply) {
+		if j.Annotations[jobs.AnnotationInputsHash] == inputsHash && jobs.OutcomeOf(j).Finished() {
+			return jobs.OutcomeOf(j) == jobs.OutcomeBlocked
+		}
+	}
+	return false
+}
+
+// restoreFailed reports whether a restore of serial already ran and failed: a restore is never
+// retried for the same serial.
+func restoreFailed(all []batchv1.Job, serial string) bool {
+	for _, j := range jobs.OpJobs(all, jobs.OpRestore) {
+		if j.Annotations[jobs.AnnotationRestoreSerial] == serial && jobs.OutcomeOf(j).Finished() && !jobs.OutcomeOf(j).Succeeded() {
+			return true
+		}
+	}
+	return false
 }
 
 // dueApply returns the apply the table asks for, if any.
 func (in Input) dueApply() (Decision, bool) {
 	switch {
-	case !in.State.Exists:
+	case !in.State.Exists && in.Manual:
+		// The first apply, with nothing to destroy, is never held for approval.
 		return in.start(jobs.OpApply, ReasonNoState), true
+	case !in.State.Exists:
+		return in.waitOrApply(ReasonNoState)
 	case in.State.InputsHash == "":
-		return in.start(jobs.OpApply, ReasonStateWithoutInputsHash), true
+		return in.waitOrApply(ReasonStateWithoutInputsHash)
 	case !in.Mutable:
 		return Decision{}, false
 	case in.CurrentInputsHash != "" && in.CurrentInputsHash != in.State.InputsHash:
-		return in.start(jobs.OpApply, ReasonInputsChanged), true
+		return in.waitOrApply(ReasonInputsChanged)
 	case in.InterruptedApply != "" || lastApplyFailed(in.Jobs):
-		d := in.start(jobs.OpApply, ReasonLastApplyFailed)
-		d.AfterFailedApply = d.Op != ""
+		d, _ := in.waitOrApply(ReasonLastApplyFailed)
+		d.AfterFailedApply = d.Op == jobs.OpApply
 		return d, true
 	}
 	return Decision{}, false
+}
+
+// waitOrApply gates a due apply; a wait for a person also holds the schedule, since a drift
+// check would render inputs that were never applied.
+func (in Input) waitOrApply(reason string) (Decision, bool) {
+	d, _ := in.gated(reason, false)
+	return d, true
 }
 
 // schedule picks the background op that is due, or when to look again.

@@ -43,3 +43,19 @@ func (p *TerraformMachinePool) WorkspaceStatus() *WorkspaceStatus { return &p.St
 
 // DriftPolicy returns the drift schedule and action.
 func (p *TerraformMachinePool) DriftPolicy() DriftSpec { return p.Spec.Drift }
+
+// Planned is a Workspace whose applies can go through an approved plan: a TerraformCluster.
+// +kubebuilder:object:generate=false
+type Planned interface {
+	Workspace
+	// ManualApply reports whether applyPolicy is Manual.
+	ManualApply() bool
+	// PlanPreview returns the plan waiting for approval, for reading and writing.
+	PlanPreview() **PlanPreview
+}
+
+// ManualApply reports whether applyPolicy is Manual.
+func (c *TerraformCluster) ManualApply() bool { return c.Spec.ApplyPolicy == ApplyPolicyManual }
+
+// PlanPreview returns status.plan.
+func (c *TerraformCluster) PlanPreview() **PlanPreview { return &c.Status.Plan }
