@@ -189,7 +189,7 @@ func backoffWindow(failures []*batchv1.Job, limits Limits) BackoffWindow {
 }
 
 // RemediationFailures returns the remediation count: the apply Jobs whose outcome
-// CountsAsFailure and that finished after lastDriftCheck (the last successful drift check; zero
+// CountsAsFailure and that finished after (or in the same second as) lastDriftCheck (the last successful drift check; zero
 // counts all), walking apply Jobs newest first and stopping at an apply success. Blocked,
 // plan-changed and interrupted applies do not count. A failure without a recorded finish
 // counts, which errs toward waiting for the next drift check over remediating in a loop.
@@ -197,7 +197,9 @@ func RemediationFailures(jobs []batchv1.Job, lastDriftCheck time.Time) int {
 	n := 0
 	for _, j := range FailureStreak(jobs, OpApply) {
 		finished, ok := FinishedAt(j)
-		if !ok || lastDriftCheck.IsZero() || finished.After(lastDriftCheck) {
+		// Times are kept to the second: a failure in the same second as the check came after it,
+		// since remediation starts only once the check has finished.
+		if !ok || lastDriftCheck.IsZero() || !finished.Before(lastDriftCheck) {
 			n++
 		}
 	}

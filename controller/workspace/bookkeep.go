@@ -29,7 +29,11 @@ type booked struct {
 	ran         time.Duration
 	retry       int
 	summary     jobs.Summary
+	// extraEvents are emitted with the Job's own event, once.
+	extraEvents []event
 }
+
+type event struct{ eventType, reason, note string }
 
 // bookkeep books every finished Job not booked before: it reads the runner's result from the
 // pod, classifies the Job with the run model, and writes the result into status and conditions.
@@ -72,8 +76,8 @@ func (p *pass) bookkeep(ctx context.Context) error {
 		})
 	}
 	// Status reports the newest booked Job of each op last, so it wins.
-	for _, b := range p.booked {
-		if err := p.record(ctx, b); err != nil {
+	for i := range p.booked {
+		if err := p.record(ctx, &p.booked[i]); err != nil {
 			return err
 		}
 	}
@@ -120,7 +124,7 @@ func (p *pass) readResult(ctx context.Context, job *batchv1.Job) (*jobs.RunnerRe
 }
 
 // record writes a booked Job's result into status and conditions.
-func (p *pass) record(ctx context.Context, b booked) error {
+func (p *pass) record(ctx context.Context, b *booked) error {
 	status := p.status()
 	op := jobs.OpOf(b.job)
 	finished := metav1.NewTime(b.summary.FinishedAt.Time)
@@ -145,6 +149,11 @@ func (p *pass) record(ctx context.Context, b booked) error {
 	conds := &status.Conditions
 	message := describe(b)
 	switch {
+	case b.outcome.Succeeded() && op == jobs.OpPlan:
+		if preview := p.recordPlan(b.job, b.summary.Plan, finished.Time); preview != nil {
+			conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionUnknown, ReasonPlanAwaitingApproval, approveMessage(p.obj, preview), gen, p.now)
+			b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, "PlanReady", fmt.Sprintf("Plan %s of Job %s: %d to add, %d to change, %d to destroy", preview.PlanHash, b.job.Name, preview.Add, preview.Change, preview.Destroy)})
+		}
 	case b.outcome.Succeeded():
 		switch op {
 		case jobs.OpApply:
@@ -152,6 +161,13 @@ func (p *pass) record(ctx context.Context, b booked) error {
 			status.Initialization = &infrav1.Initialization{Provisioned: ptr.To(true)}
 			if err := p.adoptState(ctx, b.job); err != nil {
 				return err
+			}
+			if err := p.consumeApprovals(ctx, b); err != nil {
+				return err
+			}
+			if c := conditions.Get(*conds, conditions.DriftDetected); c != nil && c.Status == metav1.ConditionTrue {
+				conditions.Set(conds, conditions.DriftDetected, metav1.ConditionFalse, conditions.ReasonNoDrift, "resolved by Job "+b.job.Name, gen, p.now)
+				b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, "DriftResolved", "Job " + b.job.Name + " applied the inputs again"})
 			}
 		case jobs.OpDestroy:
 			conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionTrue, conditions.ReasonDestroySucceeded, message, gen, p.now)
@@ -162,14 +178,27 @@ func (p *pass) record(ctx context.Context, b booked) error {
 			status.LastDriftCheck = &finished
 			conditions.Set(conds, conditions.DriftJobSucceeded, metav1.ConditionTrue, conditions.ReasonDriftChecked, message, gen, p.now)
 			if d := b.summary.Drift; d != nil && d.Detected {
-				conditions.Set(conds, conditions.DriftDetected, metav1.ConditionTrue, conditions.ReasonDriftReported,
+				reason := conditions.ReasonDriftReported
+				if p.obj.DriftPolicy().Action == infrav1.DriftActionRemediate {
+					reason = ReasonDriftPending
+				}
+				conditions.Set(conds, conditions.DriftDetected, metav1.ConditionTrue, reason,
 					fmt.Sprintf("%d to add, %d to change, %d to destroy", d.Add, d.Change, d.Destroy), gen, p.now)
+				b.extraEvents = append(b.extraEvents, event{corev1.EventTypeWarning, "DriftDetected", fmt.Sprintf("Job %s found drift: %d to add, %d to change, %d to destroy", b.job.Name, d.Add, d.Change, d.Destroy)})
 			} else {
 				conditions.Set(conds, conditions.DriftDetected, metav1.ConditionFalse, conditions.ReasonNoDrift, "the infrastructure matches the state", gen, p.now)
 			}
 		}
 	case b.outcome == jobs.OutcomeInterrupted:
 		p.setCondition(op, metav1.ConditionUnknown, conditions.ReasonJobInterrupted, message)
+	case b.outcome == jobs.OutcomePlanChanged:
+		if preview := p.recordPlan(b.job, b.summary.Plan, finished.Time); preview != nil {
+			conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionUnknown, ReasonPlanChanged,
+				"the approved plan no longer matched; the new "+approveMessage(p.obj, preview), gen, p.now)
+			b.extraEvents = append(b.extraEvents, event{corev1.EventTypeWarning, "PlanChanged", fmt.Sprintf("Job %s planned %s instead of the approved %s; nothing was applied", b.job.Name, preview.PlanHash, b.job.Annotations[jobs.AnnotationApprovedPlan])})
+		}
+	case b.outcome == jobs.OutcomeBlocked:
+		conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionFalse, ReasonDestructivePlanBlocked, blockedMessage(b.job, b.summary.Plan), gen, p.now)
 	default:
 		p.setCondition(op, metav1.ConditionFalse, failureReason(op, b.outcome), message)
 	}
@@ -245,7 +274,7 @@ func failureReason(op jobs.Op, outcome jobs.Outcome) string {
 }
 
 // describe is the condition message of a booked Job.
-func describe(b booked) string {
+func describe(b *booked) string {
 	msg := fmt.Sprintf("Job %s: %s", b.job.Name, strings.ToLower(string(b.outcome)))
 	if e := b.summary.Error; e != nil {
 		if e.Step != "" {
@@ -289,7 +318,7 @@ func (p *pass) afterStatusPatch(ctx context.Context) error {
 			}
 			return fmt.Errorf("marking Job %s bookkept: %w", b.job.Name, err)
 		}
-		p.announce(b)
+		p.announce(&b)
 		if err := p.r.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: current.Namespace, Name: jobs.RunSecretName(current.Name)}}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting the per-run Secret of %s: %w", current.Name, err)
 		}
@@ -297,15 +326,72 @@ func (p *pass) afterStatusPatch(ctx context.Context) error {
 			logf.FromContext(ctx).Error(err, "giving back the run Lease", "job", current.Name)
 		}
 	}
+	if err := p.removeObjectAnnotations(ctx); err != nil {
+		return err
+	}
 	return p.prune(ctx)
+}
+
+// removeObjectAnnotations drops the approvals a successful apply consumed.
+func (p *pass) removeObjectAnnotations(ctx context.Context) error {
+	if len(p.consumed) == 0 {
+		return nil
+	}
+	patch := client.MergeFrom(p.obj.DeepCopyObject().(client.Object))
+	annotations := p.obj.GetAnnotations()
+	for _, key := range p.consumed {
+		delete(annotations, key)
+	}
+	p.obj.SetAnnotations(annotations)
+	if err := p.r.Client.Patch(ctx, p.obj, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing consumed approvals: %w", err)
+	}
+	return nil
+}
+
+// consumeApprovals clears what a successful apply used up: the approved plan (status.plan and
+// its approval), an approval of a destructive plan of these inputs, and the marker of an apply
+// that disappeared while it ran, once an apply started after it succeeded.
+func (p *pass) consumeApprovals(ctx context.Context, b *booked) error {
+	annotations := p.obj.GetAnnotations()
+	if hash := b.job.Annotations[jobs.AnnotationApprovedPlan]; hash != "" {
+		if planned, ok := p.obj.(infrav1.Planned); ok {
+			*planned.PlanPreview() = nil
+		}
+		if annotations[jobs.AnnotationApprovePlan] == hash {
+			p.consumed = append(p.consumed, jobs.AnnotationApprovePlan, jobs.AnnotationApprovedBy, jobs.AnnotationApprovedAt)
+		}
+		b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, "PlanApplied", "Job " + b.job.Name + " applied the approved plan " + hash})
+	}
+	if inputsHash := b.job.Annotations[jobs.AnnotationInputsHash]; inputsHash != "" && annotations[jobs.AnnotationApproveDestructivePlan] == inputsHash {
+		p.consumed = append(p.consumed, jobs.AnnotationApproveDestructivePlan, jobs.AnnotationApprovedBy, jobs.AnnotationApprovedAt)
+		b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, "DestructivePlanApprovalConsumed", "Job " + b.job.Name + " applied the approved destructive plan of inputs " + inputsHash})
+	}
+	vanished := b.job.Annotations[jobs.AnnotationAfterInterruptedApply]
+	if vanished == "" {
+		return nil
+	}
+	durable, err := p.readDurable(ctx)
+	if err != nil || durable.Annotations[jobs.AnnotationInterruptedApply] != vanished {
+		return err
+	}
+	patch := client.MergeFrom(durable.DeepCopy())
+	delete(durable.Annotations, jobs.AnnotationInterruptedApply)
+	if err := p.r.Client.Patch(ctx, durable, patch); err != nil {
+		return fmt.Errorf("clearing the interrupted apply: %w", err)
+	}
+	return nil
 }
 
 // announce emits the booked Job's event and metrics, once per Job: only the pass that wrote its
 // bookkept mark gets here.
-func (p *pass) announce(b booked) {
+func (p *pass) announce(b *booked) {
 	op := jobs.OpOf(b.job)
 	p.r.Metrics.Finished(p.r.Kind, op, b.outcome, b.ran, b.retry)
 	msg := describe(b)
+	for _, e := range b.extraEvents {
+		p.event(b.job, e.eventType, e.reason, "%s", e.note)
+	}
 	switch b.outcome {
 	case jobs.OutcomeSucceeded:
 		p.event(b.job, corev1.EventTypeNormal, "JobSucceeded", "%s", msg)

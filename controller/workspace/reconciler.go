@@ -132,6 +132,8 @@ type pass struct {
 	booked []booked
 	// dropFinalizer is set when the object is deleted and nothing is left to destroy.
 	dropFinalizer bool
+	// consumed are object annotations to remove after the status patch.
+	consumed []string
 }
 
 func (r *Reconciler) newPass(obj infrav1.Workspace) *pass {

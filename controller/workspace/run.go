@@ -50,6 +50,9 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		case !apierrors.IsNotFound(err):
 			return ctrl.Result{}, fmt.Errorf("reading Job %s: %w", status.ActiveJob.Name, err)
 		}
+		if err := p.vanished(ctx, status.ActiveJob); err != nil {
+			return ctrl.Result{}, err
+		}
 		status.ActiveJob = nil
 	}
 	if p.isPaused(ctx) {
@@ -58,6 +61,10 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 
 	st, stateErr := p.readState(ctx)
 	rendered, renderErr := p.render()
+	durable, err := p.readDurable(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	in := decide.Input{
 		Kind:              p.r.Kind,
 		UID:               p.obj.GetUID(),
@@ -73,10 +80,22 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		LastRefresh:       lastSuccess(p.jobs, jobs.OpRefresh, status.LastRefresh),
 		Now:               p.now,
 		CurrentInputsHash: rendered.Hash,
+		InterruptedApply:  durable.Annotations[jobs.AnnotationInterruptedApply],
+		ApprovedPlan:      p.obj.GetAnnotations()[jobs.AnnotationApprovePlan],
+		// The guard is always on for a cluster's applies under Automatic.
+		Guarded:             p.r.Kind == jobs.KindCluster,
+		ApprovedDestructive: p.obj.GetAnnotations()[jobs.AnnotationApproveDestructivePlan],
+	}
+	if planned, ok := p.obj.(infrav1.Planned); ok && planned.ManualApply() {
+		in.Manual, in.Guarded = true, false
+		if plan := *planned.PlanPreview(); plan != nil {
+			in.Plan = &decide.Plan{InputsHash: plan.InputsHash, PlanHash: plan.PlanHash}
+		}
 	}
 	if renderErr != nil {
 		in.CurrentInputsHash = ""
 	}
+	p.driftCondition(in)
 	d := decide.Decide(in)
 	p.r.Metrics.Decided(p.r.Kind, d.Op, d.Reason)
 	if renderErr != nil && !in.Deleting {
@@ -88,9 +107,10 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, nil
 	case d.Op == "":
 		// A backoff wait keeps the failure's condition as it is; the runs API shows the window.
+		p.waitCondition(d)
 		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 	}
-	return p.start(ctx, d, rendered)
+	return p.start(ctx, d, rendered, in.InterruptedApply)
 }
 
 // activeJob returns the newest Job of the object that has not finished.

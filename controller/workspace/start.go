@@ -25,7 +25,7 @@ import (
 // two steps: the run Lease (its holder is the Job about to be created), the durable inputs
 // (apply), the Job, its per-run Secret, then status.activeJob. A repeated pass computes the same
 // name and adopts whatever the crashed pass left.
-func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Rendered) (ctrl.Result, error) {
+func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Rendered, interruptedApply string) (ctrl.Result, error) {
 	status := p.status()
 	spec := p.obj.WorkspaceSpec()
 	attempt := jobs.NextAttempt(p.jobs, d.Op)
@@ -58,21 +58,45 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		}
 	}
 	annotations := map[string]string{}
+	var args []string
 	if d.AfterFailedApply {
 		annotations[jobs.AnnotationAfterFailedApply] = "true"
 	}
+	if d.Op == jobs.OpApply && interruptedApply != "" {
+		annotations[jobs.AnnotationAfterInterruptedApply] = interruptedApply
+	}
+	if d.Names.DriftRemediation {
+		annotations[jobs.AnnotationDriftRemediation] = "true"
+	}
+	if d.Guard {
+		args = append(args, "--guard-deletes", "--inputs-hash="+hash)
+		if d.AllowDeletesHash != "" {
+			args = append(args, "--allow-deletes-hash="+d.AllowDeletesHash)
+		}
+	}
+	var planKey string
+	if d.Op == jobs.OpPlan || d.ExpectPlan != "" {
+		if planKey, err = p.ensurePlanKey(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if d.ExpectPlan != "" {
+		annotations[jobs.AnnotationApprovedPlan] = d.ExpectPlan
+		args = append(args, "--expect-plan="+d.ExpectPlan)
+	}
+	data := rendered.Data()
 	job := jobspec.Build(jobspec.Params{
 		Kind: p.r.Kind, Namespace: p.obj.GetNamespace(), ObjectName: p.obj.GetName(),
 		ClusterName: p.obj.GetLabels()[jobs.LabelClusterName], Owner: p.ownerRef(true),
 		Name: name, Op: d.Op, Attempt: attempt, InputsHash: hash,
 		Policy: spec.Jobs, Source: spec.Source, RunnerImage: p.r.RunnerImage,
-		StateSuffix: p.stateSuffix(), Annotations: annotations,
+		StateSuffix: p.stateSuffix(), Annotations: annotations, RunnerArgs: args, PlanKeySecret: planKey,
 	})
 	created, err := p.createJob(ctx, job, leaseReq)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := p.ensureRunSecret(ctx, created, rendered); err != nil {
+	if err := p.ensureRunSecret(ctx, created, data); err != nil {
 		return ctrl.Result{}, err
 	}
 	status.ActiveJob = &infrav1.ActiveJob{Name: created.Name, Operation: infrav1.Operation(d.Op), Attempt: attempt, StartTime: ptrTime(metav1.NewTime(p.now))}
@@ -84,6 +108,13 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		p.event(created, corev1.EventTypeWarning, "EnvDropped", "Left out environment variables the runner controls: %v", dropped)
 	}
 	p.event(created, corev1.EventTypeNormal, "JobCreated", "Started %s Job %s, attempt %d (%s)", d.Op, created.Name, attempt, d.Reason)
+	switch {
+	case d.ExpectPlan != "":
+		p.event(created, corev1.EventTypeNormal, "PlanApproved", "Applying the approved plan %s", d.ExpectPlan)
+	case d.Names.DriftRemediation:
+		p.event(created, corev1.EventTypeNormal, "DriftRemediationStarted", "Applying the current inputs again to remediate drift")
+		conditions.Set(&status.Conditions, conditions.DriftDetected, metav1.ConditionTrue, "DriftRemediating", "Job "+created.Name+" remediates the drift", p.obj.GetGeneration(), p.now)
+	}
 	return ctrl.Result{RequeueAfter: decide.JobActiveRequeue}, nil
 }
 
@@ -122,7 +153,7 @@ func rejected(err error) bool {
 // kept: the name embeds the inputs hash, so its content is the same. One owned by another Job of
 // the same name, an earlier pruned Job whose collection is pending, is replaced, since adopting
 // it would let that collection delete it under the new pod.
-func (p *pass) ensureRunSecret(ctx context.Context, job *batchv1.Job, rendered inputs.Rendered) error {
+func (p *pass) ensureRunSecret(ctx context.Context, job *batchv1.Job, data map[string][]byte) error {
 	name := jobs.RunSecretName(job.Name)
 	var existing corev1.Secret
 	err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, &existing)
@@ -143,17 +174,12 @@ func (p *pass) ensureRunSecret(ctx context.Context, job *batchv1.Job, rendered i
 			Labels:          map[string]string{jobs.LabelManaged: jobs.ManagedValue},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
 		},
-		Data: runData(jobs.OpOf(job), rendered),
+		Data: data,
 	}
 	if err := p.r.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the per-run Secret %s: %w", name, err)
 	}
 	return nil
-}
-
-// runData is what a run sees: the rendered inputs.
-func runData(_ jobs.Op, rendered inputs.Rendered) map[string][]byte {
-	return rendered.Data()
 }
 
 // writeDurableInputs keeps the last rendered inputs of an apply, for destroy and drift runs of
