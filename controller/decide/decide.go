@@ -104,6 +104,8 @@ type Restore struct {
 	Serial     string
 	BackupName string
 	InputsHash string
+	// Resources is how many resource instances the backup holds.
+	Resources int
 }
 
 // Decision is what to do now.
@@ -128,8 +130,10 @@ type Decision struct {
 	// hash whose destructive plan was approved.
 	Guard            bool
 	AllowDeletesHash string
-	// RestoreSerial is the serial a restore pushes back.
-	RestoreSerial string
+	// RestoreSerial is the serial a restore pushes back; RestoreResources how many resource
+	// instances its backup holds.
+	RestoreSerial    string
+	RestoreResources int
 }
 
 // Decide applies the priority table: the first matching row wins.
@@ -138,7 +142,7 @@ func Decide(in Input) Decision {
 		return Decision{Reason: ReasonJobActive, RequeueAfter: JobActiveRequeue}
 	}
 	if r := in.Restore; r != nil && !restoreFailed(in.Jobs, r.Serial) && (!in.Deleting || in.StateErr != nil) {
-		d := Decision{Op: jobs.OpRestore, Reason: ReasonRestoreRequested, RestoreSerial: r.Serial}
+		d := Decision{Op: jobs.OpRestore, Reason: ReasonRestoreRequested, RestoreSerial: r.Serial, RestoreResources: r.Resources}
 		d.Names = jobs.NameSources{BackupInputsHash: r.InputsHash, BackupName: r.BackupName}
 		return d
 	}

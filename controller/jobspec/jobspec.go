@@ -74,6 +74,9 @@ type Params struct {
 	RunnerArgs []string
 	// PlanKeySecret, when set, is mounted read-only for the runner to key the plan hash.
 	PlanKeySecret string
+	// RestoreBackup, when set, is the state backup Secret a restore pushes: its state is
+	// projected into the config volume at restore/0, beside the per-run Secret's files.
+	RestoreBackup string
 }
 
 // Build returns the Job.
@@ -118,7 +121,7 @@ func podSpec(p Params) corev1.PodSpec {
 		{Name: "runner", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-		{Name: "config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: jobs.RunSecretName(p.Name), DefaultMode: ptr.To[int32](0o440)}}},
+		configVolume(p),
 	}
 	mounts := []corev1.VolumeMount{
 		{Name: "runner", MountPath: RunnerBinDir, ReadOnly: true},
@@ -170,6 +173,26 @@ func podSpec(p Params) corev1.PodSpec {
 		Volumes: volumes,
 	}
 }
+
+// configVolume is the per-run Secret; a restore also gets the backup's state at restore/0.
+func configVolume(p Params) corev1.Volume {
+	if p.RestoreBackup == "" {
+		return corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: jobs.RunSecretName(p.Name), DefaultMode: ptr.To[int32](0o440)}}}
+	}
+	return corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		DefaultMode: ptr.To[int32](0o440),
+		Sources: []corev1.VolumeProjection{
+			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: jobs.RunSecretName(p.Name)}}},
+			{Secret: &corev1.SecretProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: p.RestoreBackup},
+				Items:                []corev1.KeyToPath{{Key: BackupStateKey, Path: "restore/0"}},
+			}},
+		},
+	}}}
+}
+
+// BackupStateKey is the data key of a state backup: the state as the kubernetes backend stores it.
+const BackupStateKey = "tfstate"
 
 func runnerArgs(p Params) []string {
 	lockTimeout := ptr.Deref(p.Policy.LockTimeoutSeconds, DefaultLockTimeoutSeconds)

@@ -171,6 +171,15 @@ func (p *pass) record(ctx context.Context, b *booked) error {
 			}
 		case jobs.OpDestroy:
 			conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionTrue, conditions.ReasonDestroySucceeded, message, gen, p.now)
+		case jobs.OpRestore:
+			conditions.Set(conds, conditions.RestoreJobSucceeded, metav1.ConditionTrue, conditions.ReasonStateRestored, message, gen, p.now)
+			if err := p.adoptState(ctx, b.job); err != nil {
+				return err
+			}
+			if p.obj.GetAnnotations()[jobs.AnnotationRestoreState] == b.job.Annotations[jobs.AnnotationRestoreSerial] {
+				p.consumed = append(p.consumed, jobs.AnnotationRestoreState)
+			}
+			b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, "StateRestored", "Job " + b.job.Name + " restored state serial " + b.job.Annotations[jobs.AnnotationRestoreSerial]})
 		case jobs.OpRefresh:
 			status.LastRefresh = &finished
 			conditions.Set(conds, conditions.DriftJobSucceeded, metav1.ConditionTrue, conditions.ReasonDriftChecked, message, gen, p.now)
@@ -222,8 +231,9 @@ func (p *pass) adoptState(ctx context.Context, job *batchv1.Job) error {
 		return fmt.Errorf("reading the state Secret: %w", err)
 	}
 	// Only a newer apply may record its hash: a late bookkeeping of an older apply must not
-	// overwrite the hash of the state that a newer one wrote.
-	if newerApplySucceeded(p.jobs, job) {
+	// overwrite the hash of the state that a newer one wrote. A restore always records the
+	// backup's hash, since it replaced the state.
+	if jobs.OpOf(job) == jobs.OpApply && newerApplySucceeded(p.jobs, job) {
 		return nil
 	}
 	owned := false
@@ -269,6 +279,8 @@ func failureReason(op jobs.Op, outcome jobs.Outcome) string {
 		return conditions.ReasonDriftJobFailed
 	case op == jobs.OpDestroy:
 		return conditions.ReasonDestroyFailed
+	case op == jobs.OpRestore:
+		return conditions.ReasonRestoreFailed
 	}
 	return conditions.ReasonApplyFailed
 }

@@ -225,11 +225,17 @@ func (h *harness) finish(job batchv1.Job, outcome jobs.Outcome, result *jobs.Run
 // writeState writes a state as the kubernetes backend would after an apply.
 func (h *harness) writeState(kind jobs.Kind, name string, resources int) {
 	h.t.Helper()
+	h.writeSerial(kind, name, resources, 1)
+}
+
+// writeSerial writes a state of the given serial.
+func (h *harness) writeSerial(kind jobs.Kind, name string, resources int, serial int64) {
+	h.t.Helper()
 	var res []string
 	for i := 0; i < resources; i++ {
 		res = append(res, fmt.Sprintf(`{"mode":"managed","type":"terraform_data","name":"r%d","instances":[{"attributes":{}}]}`, i))
 	}
-	doc := fmt.Sprintf(`{"version":4,"serial":1,"lineage":"l","resources":[%s]}`, strings.Join(res, ","))
+	doc := fmt.Sprintf(`{"version":4,"serial":%d,"lineage":"l","resources":[%s]}`, serial, strings.Join(res, ","))
 	data, err := state.Compress([]byte(doc))
 	if err != nil {
 		h.t.Fatal(err)

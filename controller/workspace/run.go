@@ -59,7 +59,16 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, nil
 	}
 
-	st, stateErr := p.readState(ctx)
+	st, stateSecret, stateErr := p.readState(ctx)
+	if stateErr == nil {
+		if err := p.backupState(ctx, st, stateSecret); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	restore, err := p.restoreRequest(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	rendered, renderErr := p.render()
 	durable, err := p.readDurable(ctx)
 	if err != nil {
@@ -85,6 +94,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		// The guard is always on for a cluster's applies under Automatic.
 		Guarded:             p.r.Kind == jobs.KindCluster,
 		ApprovedDestructive: p.obj.GetAnnotations()[jobs.AnnotationApproveDestructivePlan],
+		Restore:             restore,
 	}
 	if planned, ok := p.obj.(infrav1.Planned); ok && planned.ManualApply() {
 		in.Manual, in.Guarded = true, false
@@ -172,7 +182,7 @@ func (p *pass) isStuck(ctx context.Context, job *batchv1.Job) (bool, error) {
 }
 
 // readState reads the state Secret from the API server and reports it in StateReadable.
-func (p *pass) readState(ctx context.Context) (state.State, error) {
+func (p *pass) readState(ctx context.Context) (state.State, *corev1.Secret, error) {
 	status := p.status()
 	var secret corev1.Secret
 	err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: state.SecretName(p.stateSuffix())}, &secret)
@@ -180,9 +190,9 @@ func (p *pass) readState(ctx context.Context) (state.State, error) {
 	switch {
 	case apierrors.IsNotFound(err):
 		conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionTrue, conditions.ReasonStateNotFound, "no state yet", p.obj.GetGeneration(), p.now)
-		return st, nil
+		return st, nil, nil
 	case err != nil:
-		return st, fmt.Errorf("reading the state Secret: %w", err)
+		return st, nil, fmt.Errorf("reading the state Secret: %w", err)
 	}
 	st, err = state.Read(&secret)
 	if err != nil {
@@ -197,10 +207,10 @@ func (p *pass) readState(ctx context.Context) (state.State, error) {
 		}
 		conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionFalse, reason, err.Error(), p.obj.GetGeneration(), p.now)
 		conditions.SetReady(&status.Conditions, p.obj.GetGeneration(), p.now)
-		return st, err
+		return st, &secret, err
 	}
 	conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionTrue, conditions.ReasonStateRead, fmt.Sprintf("state serial %d with %d resources", st.Serial, st.Resources), p.obj.GetGeneration(), p.now)
-	return st, nil
+	return st, &secret, nil
 }
 
 // render renders the object's inputs from its spec. A machine's source and variables are

@@ -85,12 +85,19 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		args = append(args, "--expect-plan="+d.ExpectPlan)
 	}
 	data := rendered.Data()
+	var restoreBackup string
+	if d.Op == jobs.OpRestore {
+		annotations[jobs.AnnotationRestoreSerial] = d.RestoreSerial
+		restoreBackup, data = d.Names.BackupName, restoreData()
+		args = append(args, "--restore-chunks=1", fmt.Sprintf("--restore-resources=%d", d.RestoreResources))
+	}
 	job := jobspec.Build(jobspec.Params{
 		Kind: p.r.Kind, Namespace: p.obj.GetNamespace(), ObjectName: p.obj.GetName(),
 		ClusterName: p.obj.GetLabels()[jobs.LabelClusterName], Owner: p.ownerRef(true),
 		Name: name, Op: d.Op, Attempt: attempt, InputsHash: hash,
 		Policy: spec.Jobs, Source: spec.Source, RunnerImage: p.r.RunnerImage,
 		StateSuffix: p.stateSuffix(), Annotations: annotations, RunnerArgs: args, PlanKeySecret: planKey,
+		RestoreBackup: restoreBackup,
 	})
 	created, err := p.createJob(ctx, job, leaseReq)
 	if err != nil {
@@ -253,8 +260,11 @@ func (p *pass) setCondition(op jobs.Op, status metav1.ConditionStatus, reason, m
 // conditionFor is the condition an op reports in: refresh and drift in DriftJobSucceeded,
 // everything else in ApplyJobSucceeded.
 func conditionFor(op jobs.Op) string {
-	if op == jobs.OpRefresh || op == jobs.OpDrift {
+	switch op {
+	case jobs.OpRefresh, jobs.OpDrift:
 		return conditions.DriftJobSucceeded
+	case jobs.OpRestore:
+		return conditions.RestoreJobSucceeded
 	}
 	return conditions.ApplyJobSucceeded
 }

@@ -158,6 +158,10 @@ type WorkspaceStatus struct {
 	// lastRefresh is when the last successful refresh finished.
 	// +optional
 	LastRefresh *metav1.Time `json:"lastRefresh,omitempty"`
+
+	// observedStateSerial is the newest state serial the controller backed up.
+	// +optional
+	ObservedStateSerial int64 `json:"observedStateSerial,omitempty"`
 }
 
 // Initialization is the CAPI v1beta2 initialization status.

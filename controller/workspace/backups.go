@@ -1,0 +1,144 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/captf/captf/controller/conditions"
+	"github.com/captf/captf/controller/decide"
+	"github.com/captf/captf/controller/jobspec"
+	"github.com/captf/captf/controller/state"
+	"github.com/captf/captf/jobs"
+)
+
+// Labels and annotations of state backups.
+const (
+	LabelStateBackup           = "captf.io/state-backup"
+	LabelStateBackupSuffix     = "captf.io/state-backup-suffix"
+	AnnotationBackupSerial     = "captf.io/state-backup-serial"
+	AnnotationBackupLineage    = "captf.io/state-backup-lineage"
+	AnnotationBackupTakenAt    = "captf.io/state-backup-taken-at"
+	AnnotationBackupResources  = "captf.io/state-backup-resources"
+	AnnotationBackupSourceJob  = "captf.io/state-backup-source-job"
+	defaultStateBackupsToKeep  = 5
+	backupNamePrefix           = "captf-state-backup-"
+	restoreRootModule          = `{"terraform":{"backend":{"kubernetes":{}}}}`
+	restoreEmptyVariables      = `{}`
+	restoreReasonBackupMissing = "no state backup of serial %s: %s"
+)
+
+// BackupName is the name of the backup of a state serial.
+func BackupName(suffix string, serial int64) string {
+	return jobs.ShortenName(backupNamePrefix+suffix+"-"+strconv.FormatInt(serial, 10), jobs.MaxSecretNameLength)
+}
+
+// backupState copies a state serial the controller has not seen before into a backup Secret,
+// verbatim, and keeps the newest few. It never runs for a deleted object or an unreadable or
+// empty state, and a restore writes the backup's own serial, so it makes no new backup.
+func (p *pass) backupState(ctx context.Context, st state.State, stateSecret *corev1.Secret) error {
+	status := p.status()
+	if stateSecret == nil || !st.Exists || st.Serial < 1 || !p.obj.GetDeletionTimestamp().IsZero() || st.Serial == status.ObservedStateSerial {
+		return nil
+	}
+	suffix := p.stateSuffix()
+	name := BackupName(suffix, st.Serial)
+	var existing corev1.Secret
+	err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: name}, &existing)
+	switch {
+	case err == nil:
+		status.ObservedStateSerial = st.Serial
+		return nil
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading state backup %s: %w", name, err)
+	}
+	labels := p.ownerLabels()
+	labels[LabelStateBackup] = "true"
+	labels[LabelStateBackupSuffix] = suffix
+	backup := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: p.obj.GetNamespace(), Labels: labels,
+			Annotations: map[string]string{
+				AnnotationBackupSerial:     strconv.FormatInt(st.Serial, 10),
+				AnnotationBackupLineage:    st.Lineage,
+				AnnotationBackupTakenAt:    p.now.UTC().Format(time.RFC3339),
+				AnnotationBackupResources:  strconv.Itoa(st.Resources),
+				state.InputsHashAnnotation: st.InputsHash,
+			},
+			OwnerReferences: []metav1.OwnerReference{p.ownerRef(false)},
+		},
+		Data: map[string][]byte{jobspec.BackupStateKey: stateSecret.Data[jobspec.BackupStateKey]},
+	}
+	if err := p.r.Client.Create(ctx, backup); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("backing up state serial %d: %w", st.Serial, err)
+	}
+	status.ObservedStateSerial = st.Serial
+	p.event(nil, corev1.EventTypeNormal, "StateBackedUp", "Backed up state serial %d as %s", st.Serial, name)
+	return p.pruneBackups(ctx, suffix)
+}
+
+// pruneBackups keeps the newest backups; one named by a pending restore is never pruned.
+func (p *pass) pruneBackups(ctx context.Context, suffix string) error {
+	var list corev1.SecretList
+	if err := p.r.APIReader.List(ctx, &list, client.InNamespace(p.obj.GetNamespace()), client.MatchingLabels{LabelStateBackup: "true", LabelStateBackupSuffix: suffix}); err != nil {
+		return fmt.Errorf("listing state backups: %w", err)
+	}
+	serial := func(s *corev1.Secret) int64 {
+		n, _ := strconv.ParseInt(s.Annotations[AnnotationBackupSerial], 10, 64)
+		return n
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return serial(&list.Items[i]) > serial(&list.Items[j]) })
+	pending := p.obj.GetAnnotations()[jobs.AnnotationRestoreState]
+	for i := defaultStateBackupsToKeep; i < len(list.Items); i++ {
+		old := &list.Items[i]
+		if old.Annotations[AnnotationBackupSerial] == pending {
+			continue
+		}
+		if err := p.r.Client.Delete(ctx, old, client.Preconditions{UID: &old.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("pruning state backup %s: %w", old.Name, err)
+		}
+	}
+	return nil
+}
+
+// restoreRequest reads captf.io/restore-state: the serial of a backup to push back. An unknown
+// serial is reported in RestoreJobSucceeded and starts nothing.
+func (p *pass) restoreRequest(ctx context.Context) (*decide.Restore, error) {
+	serialText, ok := p.obj.GetAnnotations()[jobs.AnnotationRestoreState]
+	if !ok {
+		return nil, nil
+	}
+	conds := &p.status().Conditions
+	serial, err := strconv.ParseInt(serialText, 10, 64)
+	if err != nil || serial < 1 {
+		conditions.Set(conds, conditions.RestoreJobSucceeded, metav1.ConditionFalse, conditions.ReasonRestoreBackupMissing,
+			fmt.Sprintf("%s=%q is not a state serial (a positive whole number)", jobs.AnnotationRestoreState, serialText), p.obj.GetGeneration(), p.now)
+		return nil, nil
+	}
+	name := BackupName(p.stateSuffix(), serial)
+	var backup corev1.Secret
+	err = p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: name}, &backup)
+	if apierrors.IsNotFound(err) {
+		conditions.Set(conds, conditions.RestoreJobSucceeded, metav1.ConditionFalse, conditions.ReasonRestoreBackupMissing,
+			fmt.Sprintf(restoreReasonBackupMissing, serialText, name+" does not exist"), p.obj.GetGeneration(), p.now)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading state backup %s: %w", name, err)
+	}
+	resources, _ := strconv.Atoi(backup.Annotations[AnnotationBackupResources])
+	return &decide.Restore{Serial: serialText, BackupName: name, InputsHash: backup.Annotations[state.InputsHashAnnotation], Resources: resources}, nil
+}
+
+// restoreData is the per-run Secret of a restore: a root with only the backend and no variables;
+// the backup's state reaches the runner through the config volume.
+func restoreData() map[string][]byte {
+	return map[string][]byte{"main.tf.json": []byte(restoreRootModule), "terraform.tfvars.json": []byte(restoreEmptyVariables)}
+}
