@@ -1,0 +1,37 @@
+// Package validation checks the bodies the runs.captf.io API accepts.
+package validation
+
+import (
+	"regexp"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/captf/captf/apis/runs"
+)
+
+// MaxHashLength bounds spec.planHash. Plan and inputs hashes are a short prefix, a colon and
+// 64 hex characters.
+const MaxHashLength = 128
+
+// hashPattern is the shape of a plan hash (p2:<hex>) and of an inputs hash (h1:<hex>).
+var hashPattern = regexp.MustCompile(`^[a-z][a-z0-9]*:[0-9a-f]+$`)
+
+// ValidatePlanApproval checks an approval of the plan named in the URL: metadata.name is empty
+// or that name, and spec.planHash is a hash.
+func ValidatePlanApproval(approval *runs.PlanApproval, planName string) field.ErrorList {
+	var errs field.ErrorList
+	if approval.Name != "" && approval.Name != planName {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), approval.Name,
+			"must be the name of the plan in the URL ("+planName+") or empty"))
+	}
+	hashPath := field.NewPath("spec", "planHash")
+	switch hash := approval.Spec.PlanHash; {
+	case hash == "":
+		errs = append(errs, field.Required(hashPath, "the hash of the reviewed plan, as in the plan's status.approvalHash"))
+	case len(hash) > MaxHashLength:
+		errs = append(errs, field.TooLong(hashPath, "", MaxHashLength))
+	case !hashPattern.MatchString(hash):
+		errs = append(errs, field.Invalid(hashPath, hash, "must be a hash like p2:<hex> (a plan) or h1:<hex> (the inputs of a blocked apply), as in the plan's status.approvalHash"))
+	}
+	return errs
+}

@@ -1,0 +1,211 @@
+package registry
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/jobs"
+)
+
+// t0 is the reading time of the tests; Jobs are made relative to it.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// planHash and inputsHash are well-formed hashes.
+var (
+	planHash   = "p2:" + strings.Repeat("ab", 32)
+	planHash2  = "p2:" + strings.Repeat("cd", 32)
+	inputsHash = "h1:" + strings.Repeat("12", 32)
+)
+
+// rvCounter hands out increasing resourceVersions.
+var rvCounter = 100
+
+func nextRV() string {
+	rvCounter++
+	return strconv.Itoa(rvCounter)
+}
+
+// jobOpt changes a test Job.
+type jobOpt func(*batchv1.Job)
+
+// newJob returns a Job the controller would create for TerraformCluster owner in namespace
+// ns, created attempt minutes after t0-1h.
+func newJob(ns, owner string, op jobs.Op, attempt int32, opts ...jobOpt) *batchv1.Job {
+	name, err := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: owner, Op: op, Attempt: attempt, InputsHash: inputsHash})
+	if err != nil {
+		panic(err)
+	}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              name,
+			Namespace:         ns,
+			UID:               types.UID("uid-" + name),
+			ResourceVersion:   nextRV(),
+			CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour + time.Duration(attempt)*time.Minute)),
+			Labels:            jobs.Labels(jobs.KindCluster, owner, "cl-"+owner, op, attempt),
+			Annotations:       map[string]string{jobs.AnnotationInputsHash: inputsHash},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: infrav1.GroupVersion.String(), Kind: string(jobs.KindCluster), Name: owner,
+				UID: types.UID("uid-" + owner), Controller: ptr.To(true),
+			}},
+		},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "runner", Image: "example.invalid/module:1", Args: []string{"--op", string(op)}}},
+		}}},
+	}
+	for _, o := range opts {
+		o(job)
+	}
+	return job
+}
+
+// started sets status.startTime.
+func started(at time.Time) jobOpt {
+	return func(j *batchv1.Job) { j.Status.StartTime = ptr.To(metav1.NewTime(at)) }
+}
+
+// finished marks the Job Complete (or Failed with reason) at at, started a minute earlier.
+func finished(condition batchv1.JobConditionType, reason string, at time.Time) jobOpt {
+	return func(j *batchv1.Job) {
+		j.Status.StartTime = ptr.To(metav1.NewTime(at.Add(-time.Minute)))
+		j.Status.CompletionTime = ptr.To(metav1.NewTime(at))
+		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{
+			Type: condition, Status: corev1.ConditionTrue, Reason: reason, Message: "a long message the server drops",
+			LastTransitionTime: metav1.NewTime(at),
+		})
+	}
+}
+
+func succeeded(at time.Time) jobOpt { return finished(batchv1.JobComplete, "Completed", at) }
+
+func failed(at time.Time) jobOpt { return finished(batchv1.JobFailed, "BackoffLimitExceeded", at) }
+
+func deadline(at time.Time) jobOpt {
+	return finished(batchv1.JobFailed, batchv1.JobReasonDeadlineExceeded, at)
+}
+
+// annotated sets an annotation.
+func annotated(key, value string) jobOpt {
+	return func(j *batchv1.Job) { j.Annotations[key] = value }
+}
+
+// withResult sets the result summary annotation, as bookkeeping does.
+func withResult(s jobs.Summary) jobOpt {
+	return func(j *batchv1.Job) {
+		v, err := jobs.EncodeSummary(s)
+		if err != nil {
+			panic(err)
+		}
+		j.Annotations[jobs.AnnotationResult] = v
+		j.Annotations[jobs.AnnotationBookkept] = "true"
+	}
+}
+
+// cluster returns a TerraformCluster with optional history limits, plan and annotations.
+func cluster(ns, name string, failedLimit *int32, plan *infrav1.PlanPreview, annotations map[string]string) *infrav1.TerraformCluster {
+	return &infrav1.TerraformCluster{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: name, UID: types.UID("uid-" + name), ResourceVersion: nextRV(), Annotations: annotations,
+		},
+		Spec:   infrav1.TerraformClusterSpec{WorkspaceSpec: infrav1.WorkspaceSpec{Jobs: infrav1.JobPolicy{FailedJobsHistoryLimit: failedLimit}}},
+		Status: infrav1.TerraformClusterStatus{Plan: plan},
+	}
+}
+
+// newTestSource returns a synced Source over stores filled with objs (Jobs and captf objects),
+// read at t0.
+func newTestSource(t testing.TB, objs ...runtime.Object) *Source {
+	t.Helper()
+	jobStore := cache.NewIndexer(cache.MetaNamespaceKeyFunc, jobIndexers())
+	owners := map[jobs.Kind]cache.Indexer{}
+	for _, k := range []jobs.Kind{jobs.KindCluster, jobs.KindMachine, jobs.KindMachinePool} {
+		owners[k] = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	}
+	s := newSource(jobStore, owners, func() time.Time { return t0 })
+	for _, o := range objs {
+		if err := s.add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.markSynced()
+	return s
+}
+
+// add stores a Job or captf object without publishing, as the initial list does.
+func (s *Source) add(obj runtime.Object) error {
+	if job, ok := obj.(*batchv1.Job); ok {
+		rv, _ := strconv.ParseUint(job.ResourceVersion, 10, 64)
+		s.bumpProcessed(rv)
+		return s.jobs.Add(recordOfJob(job))
+	}
+	r, ok := recordOfOwner(obj)
+	if !ok {
+		return fmt.Errorf("cannot store %T", obj)
+	}
+	return s.owners[r.kind].Add(r)
+}
+
+// Store changes that publish, as the informers' handlers do.
+
+func (s *Source) testAddJob(t testing.TB, job *batchv1.Job) {
+	t.Helper()
+	r := recordOfJob(job)
+	if err := s.jobs.Add(r); err != nil {
+		t.Fatal(err)
+	}
+	s.onJobEvent(nil, r)
+}
+
+func (s *Source) testUpdateJob(t testing.TB, job *batchv1.Job) {
+	t.Helper()
+	old, ok := s.job(job.Namespace, job.Name)
+	if !ok {
+		t.Fatalf("no Job %s to update", job.Name)
+	}
+	job.ResourceVersion = nextRV()
+	r := recordOfJob(job)
+	if err := s.jobs.Update(r); err != nil {
+		t.Fatal(err)
+	}
+	s.onJobEvent(old, r)
+}
+
+func (s *Source) testDeleteJob(t testing.TB, job *batchv1.Job) {
+	t.Helper()
+	old, ok := s.job(job.Namespace, job.Name)
+	if !ok {
+		t.Fatalf("no Job %s to delete", job.Name)
+	}
+	if err := s.jobs.Delete(old); err != nil {
+		t.Fatal(err)
+	}
+	deleted := old.DeepCopyObject().(*jobRecord)
+	deleted.ResourceVersion = nextRV()
+	s.onJobEvent(deleted, nil)
+}
+
+func (s *Source) testUpdateOwner(t testing.TB, obj runtime.Object) {
+	t.Helper()
+	r, _ := recordOfOwner(obj)
+	oldObj, ok, _ := s.owners[r.kind].GetByKey(r.Namespace + "/" + r.Name)
+	var old *ownerRecord
+	if ok {
+		old = oldObj.(*ownerRecord)
+	}
+	if err := s.owners[r.kind].Update(r); err != nil {
+		t.Fatal(err)
+	}
+	s.onOwnerEvent(old, r)
+}

@@ -1,0 +1,92 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/captf/captf/apis/runs"
+	"github.com/captf/captf/apis/runs/v1alpha1"
+	"github.com/captf/captf/jobs"
+)
+
+// ManagedJobSelector selects the Jobs captf creates.
+var ManagedJobSelector = labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue}).String()
+
+// NewSource returns a Source over informers of the managed Jobs (captf.io/managed=true, stored
+// as compact records without pod template or spec) and of the TerraformClusters,
+// TerraformMachines and TerraformMachinePools (their history limits, plan and approval
+// annotations). Start it with Run.
+func NewSource(kube kubernetes.Interface, infra restclient.Interface) (*Source, error) {
+	jobInformer := cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = ManagedJobSelector
+			return kube.BatchV1().Jobs(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = ManagedJobSelector
+			return kube.BatchV1().Jobs(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}, &batchv1.Job{}, cache.SharedIndexInformerOptions{Indexers: jobIndexers(), ObjectDescription: "managed Jobs"})
+	if err := jobInformer.SetTransform(transformJob); err != nil {
+		return nil, fmt.Errorf("setting the Job transform: %w", err)
+	}
+
+	owners := map[jobs.Kind]cache.Indexer{}
+	informers := []cache.SharedIndexInformer{jobInformer}
+	for _, kind := range []jobs.Kind{jobs.KindCluster, jobs.KindMachine, jobs.KindMachinePool} {
+		resource, err := resourceOf(kind)
+		if err != nil {
+			return nil, err
+		}
+		example, err := newOwnerObject(kind)
+		if err != nil {
+			return nil, err
+		}
+		inf := cache.NewSharedIndexInformerWithOptions(
+			cache.NewListWatchFromClient(infra, resource, metav1.NamespaceAll, fields.Everything()),
+			example, cache.SharedIndexInformerOptions{ObjectDescription: resource})
+		if err := inf.SetTransform(transformOwner); err != nil {
+			return nil, fmt.Errorf("setting the %s transform: %w", resource, err)
+		}
+		owners[kind] = inf.GetIndexer()
+		informers = append(informers, inf)
+	}
+
+	s := newSource(jobInformer.GetIndexer(), owners, time.Now)
+	s.informers, s.jobsInformer = informers, jobInformer
+	if _, err := jobInformer.AddEventHandler(s.jobEventHandler()); err != nil {
+		return nil, fmt.Errorf("watching Jobs: %w", err)
+	}
+	for _, inf := range informers[1:] {
+		if _, err := inf.AddEventHandler(s.ownerEventHandler()); err != nil {
+			return nil, fmt.Errorf("watching objects: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// NewAPIGroupInfo returns the runs.captf.io group with its resources: runs, plans and
+// plans/approval.
+func NewAPIGroupInfo(scheme *runtime.Scheme, codecs serializer.CodecFactory, src *Source, objects Objects, jobClient Jobs) genericapiserver.APIGroupInfo {
+	info := genericapiserver.NewDefaultAPIGroupInfo(runs.GroupName, scheme, metav1.ParameterCodec, codecs)
+	info.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
+		RunsResource:  NewRunREST(src),
+		PlansResource: NewPlanREST(src),
+		PlansResource + "/" + ApprovalSubresource: NewApprovalREST(src, objects, jobClient),
+	}
+	return info
+}

@@ -1,0 +1,532 @@
+package registry
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/captf/captf/apis/runs"
+	"github.com/captf/captf/jobs"
+)
+
+// ownerIndex is the name of the Job index by owner key (namespace/kind/name).
+const ownerIndex = "owner"
+
+// Source is the read side of the server: the managed Jobs and the objects they run for, as
+// compact records in informer stores, and the watch hubs of runs and plans fed from the
+// informers' events. Every run and plan is computed from it on request; nothing else is kept.
+type Source struct {
+	jobs   cache.Indexer
+	owners map[jobs.Kind]cache.Indexer
+
+	// informers are the informers behind the stores; nil in tests that fill the stores.
+	informers []cache.SharedIndexInformer
+	// jobsInformer gives the resourceVersion of the initial list.
+	jobsInformer cache.SharedIndexInformer
+
+	// now is the clock; tests fix it.
+	now func() time.Time
+
+	runHub  *hub
+	planHub *hub
+
+	// processedRV is the highest Job resourceVersion whose event the hubs have published; it is
+	// the resourceVersion of lists.
+	processedRV atomic.Uint64
+	// publishMu orders the publication of events from the Job and owner informers.
+	publishMu sync.Mutex
+	// synced is set once every informer has synced; events of the initial lists are not
+	// published.
+	synced atomic.Bool
+}
+
+// newSource returns a Source over the given stores. The Job store must have the owner index.
+func newSource(jobStore cache.Indexer, owners map[jobs.Kind]cache.Indexer, now func() time.Time) *Source {
+	if now == nil {
+		now = time.Now
+	}
+	s := &Source{jobs: jobStore, owners: owners, now: now}
+	s.runHub = newHub(func() runtime.Object { return &runs.Run{} }, runFieldSet)
+	s.planHub = newHub(func() runtime.Object { return &runs.Plan{} }, planFieldSet)
+	return s
+}
+
+// jobIndexers are the indexes of the Job store: by namespace and by owner.
+func jobIndexers() cache.Indexers {
+	return cache.Indexers{
+		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+		ownerIndex: func(obj any) ([]string, error) {
+			r, ok := obj.(*jobRecord)
+			if !ok {
+				return nil, fmt.Errorf("unexpected object %T in the Job store", obj)
+			}
+			return []string{r.ownerKey()}, nil
+		},
+	}
+}
+
+// HasSynced reports whether every informer has delivered its initial list.
+func (s *Source) HasSynced() bool {
+	for _, i := range s.informers {
+		if !i.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// markSynced starts publishing events; the Source is ready.
+func (s *Source) markSynced() { s.synced.Store(true) }
+
+// ready returns 503 Service Unavailable until the stores are synced, so that nobody mistakes
+// a half-filled cache for the truth.
+func (s *Source) ready() error {
+	if s.synced.Load() {
+		return nil
+	}
+	return apierrors.NewServiceUnavailable("the runs.captf.io cache of Jobs and their objects is not synced yet")
+}
+
+// listRV is the resourceVersion of a list: the newest Job version published to watchers, and
+// before any was published the version of the Job informer's initial list.
+func (s *Source) listRV() string {
+	if rv := s.processedRV.Load(); rv > 0 {
+		return strconv.FormatUint(rv, 10)
+	}
+	if s.jobsInformer != nil {
+		return s.jobsInformer.LastSyncResourceVersion()
+	}
+	return "0"
+}
+
+// job returns the record of a Job by namespace and name.
+func (s *Source) job(namespace, name string) (*jobRecord, bool) {
+	obj, ok, err := s.jobs.GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	return jobRecordOf(obj)
+}
+
+// owner returns the record of the object with the owner key of r, if the store has it.
+func (s *Source) owner(namespace string, kind jobs.Kind, name string) *ownerRecord {
+	store := s.owners[kind]
+	if store == nil {
+		return nil
+	}
+	obj, ok, err := store.GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil
+	}
+	r, _ := ownerRecordOf(obj)
+	return r
+}
+
+// siblings returns the records of every retained Job of the object with ownerKey.
+func (s *Source) siblings(ownerKey string) []*jobRecord {
+	objs, err := s.jobs.ByIndex(ownerIndex, ownerKey)
+	if err != nil {
+		return nil
+	}
+	out := make([]*jobRecord, 0, len(objs))
+	for _, o := range objs {
+		if r, ok := jobRecordOf(o); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// group is the retained Jobs of one object, and the object when the store has it.
+type group struct {
+	jobs  []batchv1.Job
+	owner *ownerRecord
+}
+
+// groupOf builds the group of records, which all belong to one object.
+func (s *Source) groupOf(records []*jobRecord) group {
+	g := group{jobs: make([]batchv1.Job, len(records))}
+	for i, r := range records {
+		g.jobs[i] = r.job()
+	}
+	if len(records) > 0 {
+		t := jobs.TargetOf(&g.jobs[0])
+		g.owner = s.owner(records[0].Namespace, t.Kind, t.Name)
+	}
+	return g
+}
+
+// limits are the object's history limits, the defaults when the object is not known.
+func (g group) limits() jobs.Limits {
+	if g.owner == nil {
+		return jobs.Limits{}
+	}
+	return g.owner.limits
+}
+
+// planOwner is what the plan phase needs from the object.
+func (g group) planOwner() jobs.PlanOwner {
+	if g.owner == nil {
+		return jobs.PlanOwner{}
+	}
+	return PlanOwnerOf(g.owner.Annotations, g.owner.plan)
+}
+
+// run computes the run of the group's Job at index i.
+func (g group) run(i int, now time.Time) *runs.Run {
+	return RunOf(&g.jobs[i], g.jobs, g.limits(), now)
+}
+
+// plan computes the plan of the group's Job at index i, if it carries one.
+func (g group) plan(i int) (*runs.Plan, bool) {
+	return PlanOf(&g.jobs[i], g.jobs, g.planOwner())
+}
+
+// indexOf returns the index of the Job named name in the group, or -1.
+func (g group) indexOf(name string) int {
+	for i := range g.jobs {
+		if g.jobs[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// selection is what a list or a watch selects: a namespace ("" for all), labels and fields.
+type selection struct {
+	namespace string
+	label     labels.Selector
+	field     fields.Selector
+}
+
+// matches reports whether obj, a run or a plan, is selected, given its field set.
+func (sel selection) matches(obj metav1.Object, fieldSet fields.Set) bool {
+	if sel.namespace != "" && obj.GetNamespace() != sel.namespace {
+		return false
+	}
+	if sel.label != nil && !sel.label.Matches(labels.Set(obj.GetLabels())) {
+		return false
+	}
+	return sel.field == nil || sel.field.Matches(fieldSet)
+}
+
+// candidates returns the records in the selection's namespace whose labels match, grouped by
+// object; field selectors on computed fields are applied by the caller.
+func (s *Source) candidates(sel selection) map[string][]*jobRecord {
+	var objs []any
+	if sel.namespace == "" {
+		objs = s.jobs.List()
+	} else {
+		objs, _ = s.jobs.ByIndex(cache.NamespaceIndex, sel.namespace)
+	}
+	byOwner := map[string][]*jobRecord{}
+	for _, o := range objs {
+		r, ok := jobRecordOf(o)
+		if !ok {
+			continue
+		}
+		if sel.label != nil && !sel.label.Empty() && !sel.label.Matches(labels.Set(r.Labels)) {
+			continue
+		}
+		if name, ok := sel.fieldValue("metadata.name"); ok && r.Name != name {
+			continue
+		}
+		key := r.ownerKey()
+		byOwner[key] = append(byOwner[key], r)
+	}
+	return byOwner
+}
+
+// fieldValue returns the value an exact field requirement demands.
+func (sel selection) fieldValue(field string) (string, bool) {
+	if sel.field == nil {
+		return "", false
+	}
+	return sel.field.RequiresExactMatch(field)
+}
+
+// listRuns computes the selected runs, sorted by namespace and name.
+func (s *Source) listRuns(sel selection) []*runs.Run {
+	now := s.now()
+	var out []*runs.Run
+	for key, selected := range s.candidates(sel) {
+		g := s.groupOf(s.siblings(key))
+		for _, r := range selected {
+			i := g.indexOf(r.Name)
+			if i < 0 {
+				continue
+			}
+			run := g.run(i, now)
+			if sel.field == nil || sel.field.Empty() || sel.field.Matches(runFieldSet(run)) {
+				out = append(out, run)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *runs.Run) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// listPlans computes the selected plans, sorted by namespace and name.
+func (s *Source) listPlans(sel selection) []*runs.Plan {
+	var out []*runs.Plan
+	for key, selected := range s.candidates(sel) {
+		var g *group
+		for _, r := range selected {
+			job := r.job()
+			if _, ok := jobs.PlanSourceOf(&job); !ok {
+				continue
+			}
+			if g == nil {
+				gg := s.groupOf(s.siblings(key))
+				g = &gg
+			}
+			i := g.indexOf(r.Name)
+			if i < 0 {
+				continue
+			}
+			plan, ok := g.plan(i)
+			if ok && (sel.field == nil || sel.field.Empty() || sel.field.Matches(planFieldSet(plan))) {
+				out = append(out, plan)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *runs.Plan) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// getRun computes one run.
+func (s *Source) getRun(namespace, name string) (*runs.Run, bool) {
+	r, ok := s.job(namespace, name)
+	if !ok {
+		return nil, false
+	}
+	g := s.groupOf(withRecord(s.siblings(r.ownerKey()), r))
+	return g.run(g.indexOf(name), s.now()), true
+}
+
+// getPlan computes one plan.
+func (s *Source) getPlan(namespace, name string) (*runs.Plan, bool) {
+	r, ok := s.job(namespace, name)
+	if !ok {
+		return nil, false
+	}
+	g := s.groupOf(withRecord(s.siblings(r.ownerKey()), r))
+	return g.plan(g.indexOf(name))
+}
+
+// withRecord returns records with r in place of the record of the same name, or added.
+func withRecord(records []*jobRecord, r *jobRecord) []*jobRecord {
+	out := make([]*jobRecord, 0, len(records)+1)
+	for _, x := range records {
+		if x.Name != r.Name {
+			out = append(out, x)
+		}
+	}
+	return append(out, r)
+}
+
+// withoutRecord returns records without the record named name.
+func withoutRecord(records []*jobRecord, name string) []*jobRecord {
+	out := make([]*jobRecord, 0, len(records))
+	for _, x := range records {
+		if x.Name != name {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// views computes the runs and plans of a group by name.
+func (s *Source) views(g group, now time.Time) (map[string]*runs.Run, map[string]*runs.Plan) {
+	rs, ps := make(map[string]*runs.Run, len(g.jobs)), map[string]*runs.Plan{}
+	for i := range g.jobs {
+		rs[g.jobs[i].Name] = g.run(i, now)
+		if p, ok := g.plan(i); ok {
+			ps[g.jobs[i].Name] = p
+		}
+	}
+	return rs, ps
+}
+
+// onJobEvent publishes what a Job event changes: the run (and plan) of the Job itself, ADDED,
+// MODIFIED or DELETED, and MODIFIED for the other runs and plans of the same object whose
+// computed fields the event changed (retention, retry number, backoff window, plan phase).
+// before and after are the Job's records; before is nil for an add, after nil for a delete.
+func (s *Source) onJobEvent(before, after *jobRecord) {
+	rec := after
+	if rec == nil {
+		rec = before
+	}
+	rv, _ := strconv.ParseUint(rec.ResourceVersion, 10, 64)
+	if !s.synced.Load() {
+		s.bumpProcessed(rv)
+		return
+	}
+	s.publishMu.Lock()
+	defer s.publishMu.Unlock()
+
+	current := withoutRecord(s.siblings(rec.ownerKey()), rec.Name)
+	var old, cur []*jobRecord
+	old, cur = current, current
+	if before != nil {
+		old = withRecord(current, before)
+	}
+	if after != nil {
+		cur = withRecord(current, after)
+	}
+	now := s.now()
+	oldRuns, oldPlans := s.views(s.groupOf(old), now)
+	newRuns, newPlans := s.views(s.groupOf(cur), now)
+	s.runHub.publish(changes(oldRuns, newRuns, rv, false))
+	s.planHub.publish(changes(oldPlans, newPlans, rv, false))
+	s.bumpProcessed(rv)
+}
+
+// onOwnerEvent publishes the runs and plans of an object whose history limits, plan or
+// approval changed. Their resourceVersion stays their Job's; the events are replayed to a
+// watch that starts at the current list resourceVersion.
+func (s *Source) onOwnerEvent(before, after *ownerRecord) {
+	if !s.synced.Load() {
+		return
+	}
+	rec := after
+	if rec == nil {
+		rec = before
+	}
+	s.publishMu.Lock()
+	defer s.publishMu.Unlock()
+	records := s.siblings(rec.key())
+	if len(records) == 0 {
+		return
+	}
+	now := s.now()
+	g := s.groupOf(records)
+	g.owner = before
+	oldRuns, oldPlans := s.views(g, now)
+	g.owner = after
+	newRuns, newPlans := s.views(g, now)
+	key := s.processedRV.Load()
+	s.runHub.publish(changes(oldRuns, newRuns, key, true))
+	s.planHub.publish(changes(oldPlans, newPlans, key, true))
+}
+
+// bumpProcessed raises processedRV to rv.
+func (s *Source) bumpProcessed(rv uint64) {
+	for {
+		cur := s.processedRV.Load()
+		if rv <= cur || s.processedRV.CompareAndSwap(cur, rv) {
+			return
+		}
+	}
+}
+
+// changes turns the views of one object before and after a change into hub events: ADDED for a
+// new name, DELETED for a gone one, MODIFIED for a changed one.
+func changes[T runtime.Object](before, after map[string]T, key uint64, inclusive bool) []hubEvent {
+	var out []hubEvent
+	for name, b := range before {
+		a, ok := after[name]
+		switch {
+		case !ok:
+			out = append(out, hubEvent{key: key, inclusive: inclusive, typ: watch.Deleted, old: b})
+		case !equality.Semantic.DeepEqual(b, a):
+			out = append(out, hubEvent{key: key, inclusive: inclusive, typ: watch.Modified, old: b, new: a})
+		}
+	}
+	for name, a := range after {
+		if _, ok := before[name]; !ok {
+			out = append(out, hubEvent{key: key, inclusive: inclusive, typ: watch.Added, new: a})
+		}
+	}
+	return out
+}
+
+// jobEventHandler feeds Job informer events to onJobEvent.
+func (s *Source) jobEventHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			r, ok := jobRecordOf(obj)
+			if !ok {
+				return
+			}
+			if initial {
+				rv, _ := strconv.ParseUint(r.ResourceVersion, 10, 64)
+				s.bumpProcessed(rv)
+				return
+			}
+			s.onJobEvent(nil, r)
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := jobRecordOf(oldObj)
+			n, ok2 := jobRecordOf(newObj)
+			if ok1 && ok2 && o.ResourceVersion != n.ResourceVersion {
+				s.onJobEvent(o, n)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if r, ok := jobRecordOf(obj); ok {
+				s.onJobEvent(r, nil)
+			}
+		},
+	}
+}
+
+// ownerEventHandler feeds owner informer events to onOwnerEvent.
+func (s *Source) ownerEventHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if r, ok := ownerRecordOf(obj); ok && !initial {
+				s.onOwnerEvent(nil, r)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := ownerRecordOf(oldObj)
+			n, ok2 := ownerRecordOf(newObj)
+			if ok1 && ok2 && o.ResourceVersion != n.ResourceVersion {
+				s.onOwnerEvent(o, n)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if r, ok := ownerRecordOf(obj); ok {
+				s.onOwnerEvent(r, nil)
+			}
+		},
+	}
+}
+
+// Run starts the informers and marks the Source ready once they have synced. It returns when
+// they have synced, or with an error when ctx ends first.
+func (s *Source) Run(ctx context.Context) error {
+	for _, i := range s.informers {
+		go i.RunWithContext(ctx)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), s.HasSynced) {
+		return fmt.Errorf("waiting for the Job and object caches to sync: %w", ctx.Err())
+	}
+	s.markSynced()
+	klog.FromContext(ctx).Info("Caches synced", "jobs", len(s.jobs.ListKeys()), "resourceVersion", s.listRV())
+	return nil
+}
+
+// Synced reports whether the Source serves: its informers have synced and Run marked it.
+func (s *Source) Synced() bool { return s.synced.Load() }

@@ -1,0 +1,246 @@
+package aggregated
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/jobs"
+)
+
+// user is a client-certificate user of the control plane bound to a ClusterRole in one
+// namespace.
+type user struct {
+	name       string
+	kubeconfig string
+	config     *rest.Config
+}
+
+func newUser(t *testing.T, c clients, ns, name, clusterRole string) user {
+	t.Helper()
+	cfg, kubeconfig, err := getEnv(t).AddUser(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.kube.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + clusterRole, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return user{name: name, kubeconfig: kubeconfig, config: cfg}
+}
+
+// can asks kube-apiserver whether the user may do verb on resource in ns.
+func (u user) can(t *testing.T, verb, resource, ns string) bool {
+	t.Helper()
+	args := []string{"--kubeconfig=" + u.kubeconfig, "auth", "can-i", verb, resource, "-n", ns}
+	if r, sub, ok := strings.Cut(resource, "/"); ok {
+		args = []string{"--kubeconfig=" + u.kubeconfig, "auth", "can-i", verb, r, "--subresource=" + sub, "-n", ns}
+	}
+	out, _ := kubectl(t, args...)
+	return strings.TrimSpace(out) == "yes"
+}
+
+// approve POSTs a PlanApproval body to the plan's approval subresource through the aggregator
+// and returns the HTTP status code and the body of the answer.
+func (u user) approve(t *testing.T, ns, plan, body string, dryRun bool) (int, string) {
+	t.Helper()
+	cfg := rest.CopyConfig(u.config)
+	cfg.GroupVersion = &schema.GroupVersion{Group: "runs.captf.io", Version: "v1alpha1"}
+	cfg.APIPath = "/apis"
+	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme.Scheme).WithoutConversion()
+	rc, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := rc.Post().Namespace(ns).Resource("plans").Name(plan).SubResource("approval").SetHeader("Content-Type", "application/json").Body([]byte(body))
+	if dryRun {
+		req = req.Param("dryRun", "All")
+	}
+	var code int
+	raw, _ := req.Do(t.Context()).StatusCode(&code).Raw()
+	return code, string(raw)
+}
+
+func approvalBody(name, hash string) string {
+	return fmt.Sprintf(`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","metadata":{"name":%q},"spec":{"planHash":%q}}`, name, hash)
+}
+
+// planFixture is a TerraformCluster under applyPolicy Manual with an older, superseded plan
+// and the current plan that awaits approval.
+type planFixture struct {
+	ns                  string
+	cluster             *infrav1.TerraformCluster
+	current, superseded string
+}
+
+func newPlanFixture(t *testing.T, c clients) planFixture {
+	t.Helper()
+	ns := c.newNamespace(t)
+	web := c.createCluster(t, ns, "web", nil)
+	old := c.createJob(t, web, jobs.OpPlan, 1, nil)
+	c.setJob(t, old, jobSucceeded, time.Now().Add(-time.Hour), resultAnnotations(t, jobs.Summary{Plan: &jobs.PlanSummary{Hash: planHash2, Add: 1}}))
+	cur := c.createJob(t, web, jobs.OpPlan, 2, nil)
+	c.setJob(t, cur, jobSucceeded, time.Now(), resultAnnotations(t, jobs.Summary{Plan: &jobs.PlanSummary{
+		Hash: planHash, Destroy: 1, Destructive: true, Resources: []jobs.ResourceChange{{Address: "terraform_data.net", Actions: []string{"delete", "create"}}},
+	}}))
+	if err := c.infra.Get(t.Context(), client.ObjectKeyFromObject(web), web); err != nil {
+		t.Fatal(err)
+	}
+	web.Status.Plan = &infrav1.PlanPreview{InputsHash: inputsHash, Job: cur.Name, PlanHash: planHash, Destroy: 1}
+	if err := c.infra.Status().Update(t.Context(), web); err != nil {
+		t.Fatal(err)
+	}
+	f := planFixture{ns: ns, cluster: web, current: cur.Name, superseded: old.Name}
+	eventually(t, 10*time.Second, func(context.Context) error {
+		out, err := kubectl(t, "get", "plans", "-n", ns, "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}")
+		if err != nil || !strings.Contains(out, cur.Name+"=AwaitingApproval") || !strings.Contains(out, old.Name+"=Superseded") {
+			return fmt.Errorf("plans: %v %s", err, out)
+		}
+		return nil
+	})
+	return f
+}
+
+// annotationsOf reads the TerraformCluster's approval annotations.
+func (f planFixture) annotationsOf(t *testing.T, c clients) map[string]string {
+	t.Helper()
+	var obj infrav1.TerraformCluster
+	if err := c.infra.Get(t.Context(), client.ObjectKeyFromObject(f.cluster), &obj); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, k := range []string{jobs.AnnotationApprovePlan, jobs.AnnotationApproveDestructivePlan, jobs.AnnotationApprovedBy, jobs.AnnotationApprovedAt} {
+		if v, ok := obj.Annotations[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// waitForRBAC waits until kube-apiserver's authorizer gives u the answer want, which for the
+// aggregated view/edit roles needs the ClusterRole aggregation controller to have run.
+func waitForRBAC(t *testing.T, u user, verb, resource, ns string, want bool) {
+	t.Helper()
+	eventually(t, 30*time.Second, func(context.Context) error {
+		if got := u.can(t, verb, resource, ns); got != want {
+			return fmt.Errorf("%s can %s %s: %v, want %v", u.name, verb, resource, got, want)
+		}
+		return nil
+	})
+}
+
+func TestViewerListsRunsButCannotApprove(t *testing.T) {
+	c := newClients(t)
+	f := newPlanFixture(t, c)
+	viewer := newUser(t, c, f.ns, "viewer-"+f.ns, "view")
+	waitForRBAC(t, viewer, "list", "runs.runs.captf.io", f.ns, true)
+
+	out, err := kubectl(t, "--kubeconfig="+viewer.kubeconfig, "get", "runs", "-n", f.ns, "-o", "name")
+	if err != nil || !strings.Contains(out, f.current) {
+		t.Fatalf("the viewer cannot list runs: %v\n%s", err, out)
+	}
+	if out, err := kubectl(t, "--kubeconfig="+viewer.kubeconfig, "get", "plans", "-n", f.ns); err == nil || !strings.Contains(out, "Forbidden") {
+		t.Errorf("the viewer lists plans, which only edit may: %v\n%s", err, out)
+	}
+	code, body := viewer.approve(t, f.ns, f.current, approvalBody(f.current, planHash), false)
+	if code != http.StatusForbidden || !strings.Contains(body, "plans/approval") {
+		t.Errorf("approval by a viewer: %d %s, want 403", code, body)
+	}
+	if got := f.annotationsOf(t, c); len(got) != 0 {
+		t.Errorf("annotations after a refused approval: %v", got)
+	}
+}
+
+func TestApproverWithoutEditRightsApproves(t *testing.T) {
+	c := newClients(t)
+	f := newPlanFixture(t, c)
+	approver := newUser(t, c, f.ns, "approver-"+f.ns, "captf-plan-approver")
+	waitForRBAC(t, approver, "create", "plans.runs.captf.io/approval", f.ns, true)
+	if approver.can(t, "patch", "terraformclusters.infrastructure.cluster.x-k8s.io", f.ns) || approver.can(t, "update", "terraformclusters.infrastructure.cluster.x-k8s.io", f.ns) {
+		t.Fatal("the approver may edit TerraformClusters; the test needs one who may not")
+	}
+	code, body := approver.approve(t, f.ns, f.current, approvalBody(f.current, planHash), false)
+	if code != http.StatusCreated {
+		t.Fatalf("approval: %d %s, want 201", code, body)
+	}
+	for _, want := range []string{`"kind":"PlanApproval"`, `"approvedBy":"` + approver.name + `"`, jobs.AnnotationApprovePlan} {
+		if !strings.Contains(body, want) {
+			t.Errorf("response lacks %s: %s", want, body)
+		}
+	}
+	got := f.annotationsOf(t, c)
+	if got[jobs.AnnotationApprovePlan] != planHash || got[jobs.AnnotationApprovedBy] != approver.name || got[jobs.AnnotationApprovedAt] == "" {
+		t.Fatalf("annotations on the TerraformCluster = %v", got)
+	}
+	eventually(t, 10*time.Second, func(context.Context) error {
+		out, err := kubectl(t, "get", "plan", f.current, "-n", f.ns, "-o", "jsonpath={.status.phase} {.status.approvedBy}")
+		if err != nil || out != "Approved "+approver.name {
+			return fmt.Errorf("plan: %v %s", err, out)
+		}
+		return nil
+	})
+	// Approving again is idempotent.
+	if code, body := approver.approve(t, f.ns, f.current, approvalBody(f.current, planHash), false); code != http.StatusCreated {
+		t.Errorf("second approval: %d %s", code, body)
+	}
+}
+
+func TestApprovalAnswers(t *testing.T) {
+	c := newClients(t)
+	f := newPlanFixture(t, c)
+	approver := newUser(t, c, f.ns, "approver-"+f.ns, "captf-plan-approver")
+	waitForRBAC(t, approver, "create", "plans.runs.captf.io/approval", f.ns, true)
+	tests := []struct {
+		name     string
+		plan     string
+		body     string
+		dryRun   bool
+		wantCode int
+		wantBody []string
+	}{
+		{name: "another hash is a conflict that names both", plan: f.current, body: approvalBody(f.current, planHash2), wantCode: http.StatusConflict,
+			wantBody: []string{"has hash " + planHash + ", not " + planHash2, "review the plan again"}},
+		{name: "a superseded plan is a conflict", plan: f.superseded, body: approvalBody(f.superseded, planHash2), wantCode: http.StatusConflict,
+			wantBody: []string{"is not the current plan of TerraformCluster web"}},
+		{name: "an unknown plan is not found", plan: "no-such-plan", body: approvalBody("no-such-plan", planHash), wantCode: http.StatusNotFound},
+		{name: "a body that is not JSON is a bad request", plan: f.current, body: `{"spec": `, wantCode: http.StatusBadRequest},
+		{name: "a missing hash is invalid with its field path", plan: f.current, body: approvalBody(f.current, ""), wantCode: http.StatusUnprocessableEntity,
+			wantBody: []string{`"field":"spec.planHash"`}},
+		{name: "another name than the URL's is invalid", plan: f.current, body: approvalBody("other", planHash), wantCode: http.StatusUnprocessableEntity,
+			wantBody: []string{`"field":"metadata.name"`}},
+		{name: "a dry run answers 201 and writes nothing", plan: f.current, body: approvalBody(f.current, planHash), dryRun: true, wantCode: http.StatusCreated,
+			wantBody: []string{jobs.AnnotationApprovePlan}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := approver.approve(t, f.ns, tt.plan, tt.body, tt.dryRun)
+			if code != tt.wantCode {
+				t.Fatalf("status %d, want %d: %s", code, tt.wantCode, body)
+			}
+			for _, w := range tt.wantBody {
+				if !strings.Contains(body, w) {
+					t.Errorf("answer lacks %q: %s", w, body)
+				}
+			}
+			if got := f.annotationsOf(t, c); len(got) != 0 {
+				t.Errorf("annotations written: %v", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,197 @@
+// Package aggregated tests the captf aggregated API server through the real aggregator of a
+// real kube-apiserver and the real kubectl: the server runs in-process on a loopback port with
+// its own serving certificate, under a ServiceAccount bound by the RBAC of
+// artifacts/apiserver, and is registered by an ExternalName Service and the APIService of
+// artifacts/apiserver with its CA as caBundle.
+package aggregated
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/captf/captf/cmd/apiserver/app"
+	"github.com/captf/captf/test/testenv"
+)
+
+// Names of the server's installation, as in artifacts/apiserver.
+const (
+	serverNamespace = "captf-system"
+	serverName      = "captf-apiserver"
+	apiServiceName  = "v1alpha1.runs.captf.io"
+)
+
+// env is the control plane; skipReason is set when its binaries are missing outside CI.
+var (
+	env        *testenv.Env
+	skipReason string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctrllog.SetLogger(logr.Discard())
+	opts := testenv.Options{}
+	binaries := append(opts.Binaries(), testenv.ControllerManagerBinary)
+	if missing := testenv.MissingBinaries(binaries...); len(missing) > 0 {
+		if testenv.InCI() {
+			fmt.Fprintf(os.Stderr, "aggregated: binaries missing from bin/: %v\n", missing)
+			return 1
+		}
+		skipReason = fmt.Sprintf("binaries missing from bin/: %v (run `make tools`)", missing)
+		return m.Run()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e, err := testenv.Start(ctx, opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "aggregated: %v\n", err)
+		if e != nil {
+			_ = e.Stop()
+		}
+		return 1
+	}
+	env = e
+	stop, err := startAggregatedServer(ctx, e)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "aggregated: %v\n", err)
+		_ = e.Stop()
+		return 1
+	}
+	code := m.Run()
+	stop()
+	cancel()
+	if err := e.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "aggregated: %v\n", err)
+	}
+	return code
+}
+
+// getEnv returns the control plane, or skips the test when its binaries are missing.
+func getEnv(t testing.TB) *testenv.Env {
+	t.Helper()
+	if env == nil {
+		t.Skip(skipReason)
+	}
+	return env
+}
+
+// startAggregatedServer installs and registers the server the way artifacts/apiserver
+// describes, with the Deployment replaced by an in-process server on a loopback port.
+func startAggregatedServer(ctx context.Context, e *testenv.Env) (stop func(), err error) {
+	artifacts := filepath.Join(e.RepoRoot, "artifacts", "apiserver")
+	// The server's namespace, ServiceAccount and RBAC, and the user roles, exactly as shipped.
+	for _, f := range []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "user-roles.yaml"} {
+		if out, err := e.Kubectl(ctx, "apply", "-f", filepath.Join(artifacts, f)).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("applying %s: %w\n%s", f, err, out)
+		}
+	}
+	kubeconfig, err := e.ServiceAccountKubeconfig(ctx, serverNamespace, serverName)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := e.NewServingCert(serverName, serverNamespace)
+	if err != nil {
+		return nil, err
+	}
+	port, err := testenv.FreePort()
+	if err != nil {
+		return nil, err
+	}
+
+	// Quiet the generic server's logs; failures come back as errors.
+	klog.LogToStderr(false)
+	klog.SetOutput(bytes.NewBuffer(nil))
+	serverCtx, cancel := context.WithCancel(ctx)
+	cmd := app.NewCommand(serverCtx)
+	cmd.SetArgs([]string{
+		"--secure-port=" + strconv.Itoa(port),
+		"--bind-address=127.0.0.1",
+		"--tls-cert-file=" + cert.CertFile,
+		"--tls-private-key-file=" + cert.KeyFile,
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+	})
+	done := make(chan error, 1)
+	go func() { done <- cmd.Execute() }()
+	stopServer := func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+		}
+	}
+	fail := func(err error) (func(), error) {
+		stopServer()
+		return nil, err
+	}
+	readyErr := make(chan error, 1)
+	go func() { readyErr <- testenv.WaitForHTTPSReady(ctx, port, cert.CAFile, 90*time.Second) }()
+	select {
+	case err := <-done:
+		return fail(fmt.Errorf("the apiserver exited: %v", err))
+	case err := <-readyErr:
+		if err != nil {
+			return fail(err)
+		}
+	}
+
+	// The aggregator resolves an ExternalName Service to https://<externalName>:<APIService port>.
+	service := fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports:
+  - name: https
+    port: %d
+`, serverName, serverNamespace, port)
+	if err := apply(ctx, e, service); err != nil {
+		return fail(err)
+	}
+	template, err := os.ReadFile(filepath.Join(artifacts, "apiservice.yaml.in"))
+	if err != nil {
+		return fail(err)
+	}
+	apiService := strings.ReplaceAll(string(template), "${CAPTF_APISERVER_CA_BUNDLE}", base64.StdEncoding.EncodeToString(cert.CAPEM))
+	apiService = strings.Replace(apiService, "port: 443", "port: "+strconv.Itoa(port), 1)
+	if err := apply(ctx, e, apiService); err != nil {
+		return fail(err)
+	}
+	if out, err := e.Kubectl(ctx, "wait", "--for=condition=Available", "apiservice/"+apiServiceName, "--timeout=90s").CombinedOutput(); err != nil {
+		status, _ := e.Kubectl(ctx, "get", "apiservice", apiServiceName, "-o", "yaml").CombinedOutput()
+		return fail(fmt.Errorf("the APIService did not become Available: %w\n%s\n%s", err, out, status))
+	}
+	stopKCM, err := e.StartClusterRoleAggregation(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	return func() { stopKCM(); stopServer() }, nil
+}
+
+// apply runs kubectl apply on a manifest.
+func apply(ctx context.Context, e *testenv.Env, manifest string) error {
+	cmd := e.Kubectl(ctx, "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(manifest)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl apply: %w\n%s\n%s", err, out, manifest)
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+package testenv
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// ServingCert is a CA and a serving certificate signed by it, for an aggregated API server on
+// loopback. The certificate names localhost, 127.0.0.1 and ::1, and the service DNS name the
+// aggregator checks (<service>.<namespace>.svc).
+type ServingCert struct {
+	// CAFile holds the CA certificate; CAPEM is its content, the APIService's caBundle.
+	CAFile string
+	CAPEM  []byte
+	// CertFile and KeyFile are the serving certificate and its key.
+	CertFile string
+	KeyFile  string
+}
+
+// NewServingCert writes a fresh CA and a serving certificate for service.namespace.svc into a
+// directory of the control plane's scratch space.
+func (e *Env) NewServingCert(service, namespace string) (ServingCert, error) {
+	dir := filepath.Join(e.Dir, "serving-"+namespace+"-"+service)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return ServingCert{}, err
+	}
+	ca, err := newCA(service + "-ca")
+	if err != nil {
+		return ServingCert{}, err
+	}
+	leaf, err := ca.issue(service+"."+namespace+".svc", nil, true)
+	if err != nil {
+		return ServingCert{}, err
+	}
+	caFile, _, err := ca.write(dir, "ca")
+	if err != nil {
+		return ServingCert{}, err
+	}
+	certFile, keyFile, err := leaf.write(dir, "serving")
+	if err != nil {
+		return ServingCert{}, err
+	}
+	return ServingCert{CAFile: caFile, CAPEM: ca.certPEM, CertFile: certFile, KeyFile: keyFile}, nil
+}
+
+// ServiceAccountKubeconfig writes a kubeconfig that authenticates as the ServiceAccount
+// namespace/name with a token from the TokenRequest API, so that a process runs under exactly
+// the RBAC the ServiceAccount is bound to. The ServiceAccount must exist.
+func (e *Env) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (string, error) {
+	client, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		return "", err
+	}
+	expiry := int64(24 * time.Hour / time.Second)
+	token, err := client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("requesting a token for %s/%s: %w", namespace, name, err)
+	}
+	user := "system:serviceaccount:" + namespace + ":" + name
+	config := clientcmdapi.NewConfig()
+	config.Clusters["test"] = &clientcmdapi.Cluster{Server: e.Config.Host, CertificateAuthorityData: e.Config.CAData}
+	config.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
+	config.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: user}
+	config.CurrentContext = "test"
+	path := filepath.Join(e.Dir, "kubeconfig-sa-"+namespace+"-"+name)
+	if err := clientcmd.WriteToFile(*config, path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// WaitForHTTPSReady polls https://127.0.0.1:<port>/readyz, trusting only caFile, until it
+// answers 200 or timeout passes.
+func WaitForHTTPSReady(ctx context.Context, port int, caFile string, timeout time.Duration) error {
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return errors.New("no CA certificate in " + caFile)
+	}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	url := fmt.Sprintf("https://127.0.0.1:%d/readyz", port)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last := errors.New("not polled yet")
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Errorf("%s answered %d", url, resp.StatusCode)
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready: %w", url, last)
+		case <-tick.C:
+		}
+	}
+}
+
+// FreePort returns a free TCP port on 127.0.0.1.
+func FreePort() (int, error) { return freePort() }
+
+// StartClusterRoleAggregation runs kube-controller-manager with only the ClusterRole
+// aggregation controller, which folds ClusterRoles labelled
+// rbac.authorization.k8s.io/aggregate-to-{view,edit,admin} into view, edit and admin. The
+// returned function stops it; it also dies with the test process.
+func (e *Env) StartClusterRoleAggregation(ctx context.Context) (stop func(), err error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	certDir := filepath.Join(e.Dir, "kcm-aggregation")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(e.Dir, "kcm-aggregation.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(filepath.Join(e.BinDir, ControllerManagerBinary),
+		"--kubeconfig="+e.Kubeconfig,
+		"--authentication-kubeconfig="+e.Kubeconfig,
+		"--authorization-kubeconfig="+e.Kubeconfig,
+		"--controllers=clusterrole-aggregation-controller",
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(port),
+		"--cert-dir="+certDir,
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting kube-controller-manager: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop = func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	}
+	select {
+	case err := <-exited:
+		return nil, fmt.Errorf("kube-controller-manager exited at once (%v); log: %s", err, tail(logPath))
+	case <-time.After(200 * time.Millisecond):
+	case <-ctx.Done():
+		stop()
+		return nil, ctx.Err()
+	}
+	return stop, nil
+}
