@@ -1,0 +1,187 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Labels and facts of the Node.
+const (
+	// NodeLabel marks Nodes registered by the node agent.
+	NodeLabel = "nodeagent.captf.io/local"
+	// leaseNamespace holds the node heartbeat Leases.
+	leaseNamespace = corev1.NamespaceNodeLease
+	// leaseDurationSeconds is how long a heartbeat counts, as the kubelet's default.
+	leaseDurationSeconds = 40
+	// agentVersion stands where a kubelet reports its version.
+	agentVersion = "captf-nodeagent"
+)
+
+// nodeConditions are the Node's conditions; ready tells the Ready condition.
+func (a *agent) nodeConditions(ready bool, now metav1.Time) []corev1.NodeCondition {
+	readyCond := corev1.NodeCondition{
+		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "NodeAgentReady",
+		Message: "the captf node agent is running pods as local processes",
+	}
+	if !ready {
+		readyCond.Status, readyCond.Reason, readyCond.Message = corev1.ConditionFalse, "NodeAgentStopped", "the captf node agent stopped"
+	}
+	conds := []corev1.NodeCondition{readyCond}
+	for _, t := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+		conds = append(conds, corev1.NodeCondition{Type: t, Status: corev1.ConditionFalse, Reason: "NodeAgentHasNo" + string(t)})
+	}
+	for i := range conds {
+		conds[i].LastHeartbeatTime = now
+		conds[i].LastTransitionTime = now
+	}
+	return conds
+}
+
+func (a *agent) nodeStatus(ready bool) corev1.NodeStatus {
+	hostname, _ := os.Hostname()
+	addresses := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}}
+	if hostname != "" {
+		addresses = append(addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: hostname})
+	}
+	return corev1.NodeStatus{
+		Capacity:    a.cfg.Capacity.DeepCopy(),
+		Allocatable: a.cfg.Capacity.DeepCopy(),
+		Phase:       corev1.NodeRunning,
+		Conditions:  a.nodeConditions(ready, metav1.Now()),
+		Addresses:   addresses,
+		NodeInfo: corev1.NodeSystemInfo{
+			OperatingSystem:         goruntime.GOOS,
+			Architecture:            goruntime.GOARCH,
+			KubeletVersion:          agentVersion,
+			ContainerRuntimeVersion: "local-process://" + agentVersion,
+		},
+	}
+}
+
+// registerNode creates the Node, or takes over one left by an earlier run, and reports it
+// Ready. It also writes the first heartbeat Lease.
+func (a *agent) registerNode(ctx context.Context) error {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: a.cfg.NodeName,
+			Labels: map[string]string{
+				corev1.LabelHostname:   a.cfg.NodeName,
+				corev1.LabelOSStable:   goruntime.GOOS,
+				corev1.LabelArchStable: goruntime.GOARCH,
+				NodeLabel:              "true",
+			},
+		},
+		// Nodes may carry their status on create.
+		Status: a.nodeStatus(true),
+	}
+	_, err := a.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		err = a.updateNodeStatus(ctx, true)
+	}
+	if err != nil {
+		return err
+	}
+	a.renewLease(ctx)
+	return nil
+}
+
+// updateNodeStatus writes the Node's status; a Node deleted meanwhile is created again.
+func (a *agent) updateNodeStatus(ctx context.Context, ready bool) error {
+	node, err := a.client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) && ready {
+		return a.registerNode(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	status := a.nodeStatus(ready)
+	for i, c := range status.Conditions {
+		for _, old := range node.Status.Conditions {
+			if old.Type == c.Type && old.Status == c.Status && !old.LastTransitionTime.IsZero() {
+				status.Conditions[i].LastTransitionTime = old.LastTransitionTime
+			}
+		}
+	}
+	node.Status = status
+	_, err = a.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	return err
+}
+
+// heartbeat renews the node Lease and refreshes the Node's conditions until ctx is done.
+func (a *agent) heartbeat(ctx context.Context) {
+	lease := time.NewTicker(a.cfg.HeartbeatInterval)
+	defer lease.Stop()
+	status := time.NewTicker(a.cfg.NodeStatusInterval)
+	defer status.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-lease.C:
+			a.renewLease(ctx)
+		case <-status.C:
+			if err := a.updateNodeStatus(ctx, true); err != nil && ctx.Err() == nil {
+				a.log.Error(err, "updating node status")
+			}
+		}
+	}
+}
+
+// renewLease writes the node heartbeat Lease in kube-node-lease, owned by the Node.
+func (a *agent) renewLease(ctx context.Context) {
+	if err := a.tryRenewLease(ctx); err != nil && ctx.Err() == nil {
+		a.log.Error(err, "renewing the node lease")
+	}
+}
+
+func (a *agent) tryRenewLease(ctx context.Context) error {
+	leases := a.client.CoordinationV1().Leases(leaseNamespace)
+	now := metav1.NewMicroTime(time.Now())
+	lease, err := leases.Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		node, err := a.client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading the node: %w", err)
+		}
+		lease = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: a.cfg.NodeName, Namespace: leaseNamespace,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}},
+			},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       ptr.To(a.cfg.NodeName),
+				LeaseDurationSeconds: ptr.To[int32](leaseDurationSeconds),
+				RenewTime:            &now,
+			},
+		}
+		_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	lease.Spec.HolderIdentity = ptr.To(a.cfg.NodeName)
+	lease.Spec.LeaseDurationSeconds = ptr.To[int32](leaseDurationSeconds)
+	lease.Spec.RenewTime = &now
+	_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+	return err
+}
+
+// markNodeStopped reports the Node not ready after the agent stopped, so nobody waits on it; a
+// best effort, since the agent is going away.
+func (a *agent) markNodeStopped() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.updateNodeStatus(ctx, false); err != nil {
+		a.log.Error(err, "marking the node not ready")
+	}
+}
