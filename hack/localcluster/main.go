@@ -1,7 +1,9 @@
-// Command localcluster is `make run`: it starts a local control plane (etcd, kube-apiserver with
-// front-proxy certificates, kube-controller-manager) from bin/, installs the captf CRDs, writes an
-// admin kubeconfig to .local/kubeconfig and serves until interrupted. Ctrl-C (SIGINT or SIGTERM)
-// stops everything it started.
+// Command localcluster is `make run`: it starts the whole of captf on a local control plane
+// (etcd, kube-apiserver, kube-controller-manager, the local node agent, the controller and the
+// aggregated API server), creates the sample TerraformCluster and TerraformMachine of
+// artifacts/samples, waits until they are provisioned by real OpenTofu runs and shows the runs.
+// It writes an admin kubeconfig to .local/kubeconfig and serves until interrupted; Ctrl-C
+// (SIGINT or SIGTERM) stops everything it started.
 package main
 
 import (
@@ -11,7 +13,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller"
+	"github.com/captf/captf/test/system"
 	"github.com/captf/captf/test/testenv"
 )
 
@@ -30,24 +39,20 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Println("starting etcd, kube-apiserver and kube-controller-manager ...")
-	env, err := testenv.Start(ctx, testenv.Options{ControllerManager: true})
-	if env != nil {
-		defer func() {
-			fmt.Println("stopping the local control plane ...")
-			if err := env.Stop(); err != nil {
-				fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
-			}
-		}()
-	}
+	local := filepath.Join(root, ".local")
+	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, the node agent, the controller and the API server ...")
+	sys, err := system.Start(ctx, system.Options{BinDir: filepath.Join(root, "bin"), LogDir: filepath.Join(local, "logs")})
+	defer func() {
+		fmt.Println("stopping everything ...")
+		if err := sys.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
+		}
+	}()
 	if err != nil {
 		return err
 	}
-
-	kubeconfig := filepath.Join(root, ".local", "kubeconfig")
-	if err := os.MkdirAll(filepath.Dir(kubeconfig), 0o700); err != nil {
-		return err
-	}
+	env := sys.Env
+	kubeconfig := filepath.Join(local, "kubeconfig")
 	data, err := os.ReadFile(env.Kubeconfig)
 	if err != nil {
 		return err
@@ -56,13 +61,58 @@ func run() error {
 		return err
 	}
 
-	out, err := env.Kubectl(ctx, "api-resources", "--categories=terraform").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("kubectl api-resources: %v: %s", err, out)
+	samples := filepath.Join(root, "artifacts", "samples", "cluster.yaml")
+	fmt.Printf("creating the samples of %s ...\n", samples)
+	if err := env.ApplyManifests(ctx, samples); err != nil {
+		return err
 	}
-	fmt.Printf("\nThe local control plane is up; the captf kinds it serves:\n\n%s\n", out)
-	fmt.Printf("Use it from another shell:\n\n  export KUBECONFIG=%s\n  %s get terraformclusters,terraformmachines -A\n\nPress Ctrl-C to stop.\n",
-		kubeconfig, filepath.Join(env.BinDir, "kubectl"))
+	c, err := client.New(env.Config, client.Options{Scheme: controller.NewScheme()})
+	if err != nil {
+		return err
+	}
+	provisioned := func(obj infrav1.Workspace) wait.ConditionWithContextFunc {
+		return func(ctx context.Context) (bool, error) {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			init := obj.WorkspaceStatus().Initialization
+			return init != nil && init.Provisioned != nil && *init.Provisioned, nil
+		}
+	}
+	for _, sample := range []struct {
+		kind string
+		obj  infrav1.Workspace
+	}{
+		{"TerraformCluster", &infrav1.TerraformCluster{}},
+		{"TerraformMachine", &infrav1.TerraformMachine{}},
+	} {
+		name := "demo"
+		if sample.kind == "TerraformMachine" {
+			name = "demo-md-0"
+		}
+		sample.obj.SetNamespace("default")
+		sample.obj.SetName(name)
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, provisioned(sample.obj)); err != nil {
+			return fmt.Errorf("%s %s was not provisioned: %w\ncontroller log: %s", sample.kind, name, err, sys.Log("controller"))
+		}
+	}
+	out, err := env.Kubectl(ctx, "get", "terraformclusters,terraformmachines,runs,plans", "-A").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubectl get runs: %v: %s", err, out)
+	}
+	fmt.Printf("\nThe samples are provisioned by real OpenTofu runs:\n\n%s\n", out)
+	fmt.Printf(`Use it from another shell:
+
+  export KUBECONFIG=%s
+  export PATH=%s:$PATH
+  kubectl get runs -w                                     # watch runs as they happen
+  kubectl get runs -o yaml                                # retry numbers, backoff windows, results
+  kubectl apply -f %s   # a Manual cluster
+  kubectl get plans                                       # its plan, waiting for approval
+  kubectl patch terraformcluster demo --type merge -p '{"spec":{"variables":{"fail":true}}}'   # a failing run and its backoff
+
+Logs are in %s. Press Ctrl-C to stop.
+`, kubeconfig, env.BinDir, filepath.Join(root, "artifacts", "samples", "cluster-manual.yaml"), sys.LogDir)
 	<-ctx.Done()
 	return nil
 }

@@ -246,7 +246,7 @@ func (e *Env) startControllerManager(ctx context.Context) error {
 		"--kubeconfig="+e.Kubeconfig,
 		"--authentication-kubeconfig="+e.Kubeconfig,
 		"--authorization-kubeconfig="+e.Kubeconfig,
-		"--controllers=job-controller,garbage-collector-controller",
+		"--controllers=job-controller,garbage-collector-controller,clusterrole-aggregation-controller",
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port="+strconv.Itoa(port),

@@ -1,0 +1,299 @@
+// Package system starts the whole of captf on a local control plane, for `make run` and the
+// end-to-end tests: etcd, kube-apiserver (with front-proxy certificates) and
+// kube-controller-manager from bin/, the local node agent that runs the Jobs' pods as local
+// processes, the real controller and aggregated API server binaries under the ServiceAccounts
+// and RBAC of artifacts/, and the APIService that registers the API server with the
+// aggregator.
+package system
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/captf/captf/test/nodeagent"
+	"github.com/captf/captf/test/testenv"
+)
+
+// Images the local system knows: the runner image (the controller's --runner-image) and the
+// sample module image of artifacts/samples.
+const (
+	RunnerImage     = "captf/runner:dev"
+	SampleNoopImage = "captf-samples/noop:v1"
+)
+
+// Names of the installation, as in artifacts/.
+const (
+	Namespace      = "captf-system"
+	ControllerSA   = "captf-controller"
+	APIServerSA    = "captf-apiserver"
+	APIServiceName = "v1alpha1.runs.captf.io"
+)
+
+// Options configure a system.
+type Options struct {
+	// BinDir holds the controller, apiserver and runner binaries. Empty: they are built into
+	// the scratch directory with `go build`, so tests always run the code under test.
+	BinDir string
+	// Images adds image references the node agent can run, beside RunnerImage and the sample.
+	Images map[string]nodeagent.Image
+	// LogDir receives the processes' logs; defaults to the control plane's scratch directory.
+	LogDir string
+}
+
+// System is a running captf.
+type System struct {
+	Env *testenv.Env
+	// BinDir holds the product binaries the system runs.
+	BinDir string
+	// LogDir holds controller.log, apiserver.log and nodeagent.log.
+	LogDir string
+
+	cancel     context.CancelFunc
+	processes  []*process
+	agentDone  chan error
+	agentStops context.CancelFunc
+}
+
+// Start brings the whole system up. Stop it with Stop, also when Start fails halfway.
+func Start(ctx context.Context, opts Options) (*System, error) {
+	env, err := testenv.Start(ctx, testenv.Options{ControllerManager: true})
+	s := &System{Env: env}
+	if err != nil {
+		return s, err
+	}
+	s.LogDir = opts.LogDir
+	if s.LogDir == "" {
+		s.LogDir = env.Dir
+	}
+	if err := os.MkdirAll(s.LogDir, 0o755); err != nil {
+		return s, err
+	}
+	s.BinDir = opts.BinDir
+	if s.BinDir == "" {
+		s.BinDir = filepath.Join(env.Dir, "bin")
+		if err := build(ctx, env.RepoRoot, s.BinDir); err != nil {
+			return s, err
+		}
+	}
+	if err := s.install(ctx); err != nil {
+		return s, err
+	}
+	if err := s.startNodeAgent(ctx, opts.Images); err != nil {
+		return s, err
+	}
+	if err := s.startAPIServer(ctx); err != nil {
+		return s, err
+	}
+	if err := s.startController(ctx); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// build compiles the three product binaries.
+func build(ctx context.Context, repo, dir string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/controller", "./cmd/apiserver", "./cmd/runner")
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the binaries: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// install applies the shipped namespace, ServiceAccounts and RBAC of the controller and the API
+// server; their Deployments are replaced by local processes.
+func (s *System) install(ctx context.Context) error {
+	var files []string
+	for _, f := range []string{"controller/namespace.yaml", "controller/rbac.yaml", "apiserver/namespace.yaml", "apiserver/serviceaccount.yaml", "apiserver/rbac.yaml", "apiserver/user-roles.yaml"} {
+		files = append(files, filepath.Join(s.Env.RepoRoot, "artifacts", f))
+	}
+	return s.Env.ApplyManifests(ctx, files...)
+}
+
+func (s *System) startNodeAgent(ctx context.Context, extra map[string]nodeagent.Image) error {
+	images := map[string]nodeagent.Image{
+		RunnerImage: {Paths: map[string]string{"/runner": filepath.Join(s.BinDir, "runner")}},
+		SampleNoopImage: {Paths: map[string]string{
+			"/captf/module":  filepath.Join(s.Env.RepoRoot, "artifacts", "samples", "modules", "noop"),
+			"/captf/runtime": filepath.Join(s.Env.BinDir, testenv.TofuBinary),
+		}},
+	}
+	for ref, img := range extra {
+		images[ref] = img
+	}
+	agentCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.agentStops = cancel
+	s.agentDone = make(chan error, 1)
+	cfg := nodeagent.Config{
+		RESTConfig:         s.Env.Config,
+		WorkDir:            filepath.Join(s.Env.Dir, "nodeagent"),
+		Images:             images,
+		RewriteVolumeFiles: true,
+	}
+	go func() { s.agentDone <- nodeagent.Run(agentCtx, cfg) }()
+	return nil
+}
+
+func (s *System) startAPIServer(ctx context.Context) error {
+	kubeconfig, err := s.Env.ServiceAccountKubeconfig(ctx, Namespace, APIServerSA)
+	if err != nil {
+		return err
+	}
+	cert, err := s.Env.NewServingCert(APIServerSA, Namespace)
+	if err != nil {
+		return err
+	}
+	port, err := testenv.FreePort()
+	if err != nil {
+		return err
+	}
+	if err := s.run("apiserver", filepath.Join(s.BinDir, "apiserver"),
+		"--secure-port="+strconv.Itoa(port), "--bind-address=127.0.0.1",
+		"--tls-cert-file="+cert.CertFile, "--tls-private-key-file="+cert.KeyFile,
+		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
+	); err != nil {
+		return err
+	}
+	if err := testenv.WaitForHTTPSReady(ctx, port, cert.CAFile, 2*time.Minute); err != nil {
+		return fmt.Errorf("%w; log: %s", err, tail(filepath.Join(s.LogDir, "apiserver.log")))
+	}
+	// The aggregator resolves an ExternalName Service to https://<externalName>:<port>.
+	service := fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports:
+  - name: https
+    port: %d
+`, APIServerSA, Namespace, port)
+	template, err := os.ReadFile(filepath.Join(s.Env.RepoRoot, "artifacts", "apiserver", "apiservice.yaml.in"))
+	if err != nil {
+		return err
+	}
+	apiService := strings.ReplaceAll(string(template), "${CAPTF_APISERVER_CA_BUNDLE}", base64.StdEncoding.EncodeToString(cert.CAPEM))
+	apiService = strings.Replace(apiService, "port: 443", "port: "+strconv.Itoa(port), 1)
+	for _, manifest := range []string{service, apiService} {
+		cmd := s.Env.Kubectl(ctx, "apply", "-f", "-")
+		cmd.Stdin = strings.NewReader(manifest)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("kubectl apply: %w\n%s", err, out)
+		}
+	}
+	if out, err := s.Env.Kubectl(ctx, "wait", "--for=condition=Available", "apiservice/"+APIServiceName, "--timeout=120s").CombinedOutput(); err != nil {
+		return fmt.Errorf("the APIService did not become Available: %w\n%s", err, out)
+	}
+	return nil
+}
+
+func (s *System) startController(ctx context.Context) error {
+	kubeconfig, err := s.Env.ServiceAccountKubeconfig(ctx, Namespace, ControllerSA)
+	if err != nil {
+		return err
+	}
+	probePort, err := testenv.FreePort()
+	if err != nil {
+		return err
+	}
+	return s.run("controller", filepath.Join(s.BinDir, "controller"),
+		"--kubeconfig="+kubeconfig, "--runner-image="+RunnerImage,
+		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(probePort),
+	)
+}
+
+// process is a product binary the system runs.
+type process struct {
+	name   string
+	cmd    *exec.Cmd
+	exited chan error
+}
+
+// run starts a binary with its output in <LogDir>/<name>.log. It dies with this process.
+func (s *System) run(name, path string, args ...string) error {
+	log, err := os.Create(filepath.Join(s.LogDir, name+".log"))
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, exited: make(chan error, 1)}
+	go func() { p.exited <- cmd.Wait() }()
+	s.processes = append(s.processes, p)
+	return nil
+}
+
+// StopProcess kills a running product binary at once (SIGKILL), as a crash would; StartController
+// starts the controller again.
+func (s *System) StopProcess(name string) error {
+	for i, p := range s.processes {
+		if p.name == name {
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.exited
+			s.processes = append(s.processes[:i], s.processes[i+1:]...)
+			return nil
+		}
+	}
+	return fmt.Errorf("no running %s", name)
+}
+
+// StartController starts the controller again after StopProcess.
+func (s *System) StartController(ctx context.Context) error { return s.startController(ctx) }
+
+// Stop stops everything Start started.
+func (s *System) Stop() error {
+	var errs []error
+	for _, p := range s.processes {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.exited
+		}
+	}
+	s.processes = nil
+	if s.agentStops != nil {
+		s.agentStops()
+		if err := <-s.agentDone; err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, fmt.Errorf("node agent: %w", err))
+		}
+	}
+	if s.Env != nil {
+		if err := s.Env.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Log returns the end of a process's log, for failure messages.
+func (s *System) Log(name string) string { return tail(filepath.Join(s.LogDir, name+".log")) }
+
+func tail(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	const max = 4000
+	if len(data) > max {
+		data = data[len(data)-max:]
+	}
+	return string(data)
+}
