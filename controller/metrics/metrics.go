@@ -24,29 +24,64 @@ type Metrics struct {
 	LeaseWaits *prometheus.CounterVec
 }
 
+// Series describes one series; the collectors and docs/metrics-events.md are both made from
+// Reference, so the documentation cannot drift from the code.
+type Series struct {
+	Name    string
+	Type    string
+	Labels  []string
+	Help    string
+	Buckets []float64
+}
+
+// Reference lists every series of the controller.
+var Reference = []Series{
+	{Name: "captf_jobs_total", Type: "counter", Labels: []string{"kind", "op", "result"},
+		Help: "Finished Jobs, counted once each at bookkeeping."},
+	{Name: "captf_job_duration_seconds", Type: "histogram", Labels: []string{"kind", "op", "result"},
+		Help: "How long finished Jobs ran, from start to finish.", Buckets: []float64{15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200}},
+	{Name: "captf_job_attempts", Type: "histogram", Labels: []string{"kind", "op"},
+		Help: "Retry number of succeeded Jobs: one plus the failed Jobs of the op since its last success.", Buckets: []float64{1, 2, 3, 4, 5, 10, 20}},
+	{Name: "captf_jobs_active", Type: "gauge", Labels: []string{"kind", "op"},
+		Help: "Jobs that have not finished, from the Job cache at scrape time."},
+	{Name: "captf_reconcile_op_decisions_total", Type: "counter", Labels: []string{"kind", "op", "reason"},
+		Help: "Decisions of reconcile passes; op is none when nothing started."},
+	{Name: "captf_lease_waits_total", Type: "counter", Labels: []string{"kind", "reason"},
+		Help: "Passes that waited for a run Lease held by another Job."},
+}
+
+func find(name string) Series {
+	for _, s := range Reference {
+		if s.Name == name {
+			return s
+		}
+	}
+	panic("metrics: no series " + name) // a typo in this file; caught by every test
+}
+
+func counter(name string) *prometheus.CounterVec {
+	s := find(name)
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: s.Name, Help: s.Help}, s.Labels)
+}
+
+func histogram(name string) *prometheus.HistogramVec {
+	s := find(name)
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: s.Name, Help: s.Help, Buckets: s.Buckets}, s.Labels)
+}
+
 // New creates the series and registers them, and the active-Jobs gauge computed at scrape time
 // from active, on reg.
 func New(reg prometheus.Registerer, active func() map[[2]string]int) (*Metrics, error) {
 	m := &Metrics{
-		JobsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "captf_jobs_total", Help: "Finished Jobs, counted once each at bookkeeping.",
-		}, []string{"kind", "op", "result"}),
-		JobDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "captf_job_duration_seconds", Help: "How long finished Jobs ran, from start to finish.",
-			Buckets: []float64{15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
-		}, []string{"kind", "op", "result"}),
-		JobAttempts: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "captf_job_attempts", Help: "Retry number of succeeded Jobs: one plus the failed Jobs of the op since its last success.",
-			Buckets: []float64{1, 2, 3, 4, 5, 10, 20},
-		}, []string{"kind", "op"}),
-		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "captf_reconcile_op_decisions_total", Help: "Decisions of reconcile passes; op is none when nothing started.",
-		}, []string{"kind", "op", "reason"}),
-		LeaseWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "captf_lease_waits_total", Help: "Passes that waited for a run Lease held by another Job.",
-		}, []string{"kind", "reason"}),
+		JobsTotal:   counter("captf_jobs_total"),
+		JobDuration: histogram("captf_job_duration_seconds"),
+		JobAttempts: histogram("captf_job_attempts"),
+		Decisions:   counter("captf_reconcile_op_decisions_total"),
+		LeaseWaits:  counter("captf_lease_waits_total"),
 	}
-	collectors := []prometheus.Collector{m.JobsTotal, m.JobDuration, m.JobAttempts, m.Decisions, m.LeaseWaits, &activeCollector{active: active}}
+	activeSeries := find("captf_jobs_active")
+	collectors := []prometheus.Collector{m.JobsTotal, m.JobDuration, m.JobAttempts, m.Decisions, m.LeaseWaits,
+		&activeCollector{active: active, desc: prometheus.NewDesc(activeSeries.Name, activeSeries.Help, activeSeries.Labels, nil)}}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -75,21 +110,20 @@ func (m *Metrics) Decided(kind jobs.Kind, op jobs.Op, reason string) {
 	m.Decisions.WithLabelValues(string(kind), string(op), reason).Inc()
 }
 
-var activeDesc = prometheus.NewDesc("captf_jobs_active", "Jobs that have not finished, from the Job cache at scrape time.", []string{"kind", "op"}, nil)
-
 // activeCollector reports the running Jobs at scrape time, so the gauge can never drift from the
 // Jobs that exist.
 type activeCollector struct {
 	active func() map[[2]string]int
+	desc   *prometheus.Desc
 }
 
-func (c *activeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- activeDesc }
+func (c *activeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *activeCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.active == nil {
 		return
 	}
 	for key, n := range c.active() {
-		ch <- prometheus.MustNewConstMetric(activeDesc, prometheus.GaugeValue, float64(n), key[0], key[1])
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), key[0], key[1])
 	}
 }

@@ -80,7 +80,7 @@ func (p *pass) backupState(ctx context.Context, st state.State, stateSecret *cor
 		return fmt.Errorf("backing up state serial %d: %w", st.Serial, err)
 	}
 	status.ObservedStateSerial = st.Serial
-	p.event(nil, corev1.EventTypeNormal, "StateBackedUp", "Backed up state serial %d as %s", st.Serial, name)
+	p.event(nil, corev1.EventTypeNormal, EventStateBackedUp, "Backed up state serial %d as %s", st.Serial, name)
 	return p.pruneBackups(ctx, suffix)
 }
 

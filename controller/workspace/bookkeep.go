@@ -152,7 +152,7 @@ func (p *pass) record(ctx context.Context, b *booked) error {
 	case b.outcome.Succeeded() && op == jobs.OpPlan:
 		if preview := p.recordPlan(b.job, b.summary.Plan, finished.Time); preview != nil {
 			conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionUnknown, ReasonPlanAwaitingApproval, approveMessage(p.obj, preview), gen, p.now)
-			b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, "PlanReady", fmt.Sprintf("Plan %s of Job %s: %d to add, %d to change, %d to destroy", preview.PlanHash, b.job.Name, preview.Add, preview.Change, preview.Destroy)})
+			b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, EventPlanReady, fmt.Sprintf("Plan %s of Job %s: %d to add, %d to change, %d to destroy", preview.PlanHash, b.job.Name, preview.Add, preview.Change, preview.Destroy)})
 		}
 	case b.outcome.Succeeded():
 		switch op {
@@ -167,7 +167,7 @@ func (p *pass) record(ctx context.Context, b *booked) error {
 			}
 			if c := conditions.Get(*conds, conditions.DriftDetected); c != nil && c.Status == metav1.ConditionTrue {
 				conditions.Set(conds, conditions.DriftDetected, metav1.ConditionFalse, conditions.ReasonNoDrift, "resolved by Job "+b.job.Name, gen, p.now)
-				b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, "DriftResolved", "Job " + b.job.Name + " applied the inputs again"})
+				b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, EventDriftResolved, "Job " + b.job.Name + " applied the inputs again"})
 			}
 		case jobs.OpDestroy:
 			conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionTrue, conditions.ReasonDestroySucceeded, message, gen, p.now)
@@ -179,7 +179,7 @@ func (p *pass) record(ctx context.Context, b *booked) error {
 			if p.obj.GetAnnotations()[jobs.AnnotationRestoreState] == b.job.Annotations[jobs.AnnotationRestoreSerial] {
 				p.consumed = append(p.consumed, jobs.AnnotationRestoreState)
 			}
-			b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, "StateRestored", "Job " + b.job.Name + " restored state serial " + b.job.Annotations[jobs.AnnotationRestoreSerial]})
+			b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, EventStateRestored, "Job " + b.job.Name + " restored state serial " + b.job.Annotations[jobs.AnnotationRestoreSerial]})
 		case jobs.OpRefresh:
 			status.LastRefresh = &finished
 			conditions.Set(conds, conditions.DriftJobSucceeded, metav1.ConditionTrue, conditions.ReasonDriftChecked, message, gen, p.now)
@@ -193,7 +193,7 @@ func (p *pass) record(ctx context.Context, b *booked) error {
 				}
 				conditions.Set(conds, conditions.DriftDetected, metav1.ConditionTrue, reason,
 					fmt.Sprintf("%d to add, %d to change, %d to destroy", d.Add, d.Change, d.Destroy), gen, p.now)
-				b.extraEvents = append(b.extraEvents, event{corev1.EventTypeWarning, "DriftDetected", fmt.Sprintf("Job %s found drift: %d to add, %d to change, %d to destroy", b.job.Name, d.Add, d.Change, d.Destroy)})
+				b.extraEvents = append(b.extraEvents, event{corev1.EventTypeWarning, EventDriftDetected, fmt.Sprintf("Job %s found drift: %d to add, %d to change, %d to destroy", b.job.Name, d.Add, d.Change, d.Destroy)})
 			} else {
 				conditions.Set(conds, conditions.DriftDetected, metav1.ConditionFalse, conditions.ReasonNoDrift, "the infrastructure matches the state", gen, p.now)
 			}
@@ -204,7 +204,7 @@ func (p *pass) record(ctx context.Context, b *booked) error {
 		if preview := p.recordPlan(b.job, b.summary.Plan, finished.Time); preview != nil {
 			conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionUnknown, ReasonPlanChanged,
 				"the approved plan no longer matched; the new "+approveMessage(p.obj, preview), gen, p.now)
-			b.extraEvents = append(b.extraEvents, event{corev1.EventTypeWarning, "PlanChanged", fmt.Sprintf("Job %s planned %s instead of the approved %s; nothing was applied", b.job.Name, preview.PlanHash, b.job.Annotations[jobs.AnnotationApprovedPlan])})
+			b.extraEvents = append(b.extraEvents, event{corev1.EventTypeWarning, EventPlanChanged, fmt.Sprintf("Job %s planned %s instead of the approved %s; nothing was applied", b.job.Name, preview.PlanHash, b.job.Annotations[jobs.AnnotationApprovedPlan])})
 		}
 	case b.outcome == jobs.OutcomeBlocked:
 		conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionFalse, ReasonDestructivePlanBlocked, blockedMessage(b.job, b.summary.Plan), gen, p.now)
@@ -373,11 +373,11 @@ func (p *pass) consumeApprovals(ctx context.Context, b *booked) error {
 		if annotations[jobs.AnnotationApprovePlan] == hash {
 			p.consumed = append(p.consumed, jobs.AnnotationApprovePlan, jobs.AnnotationApprovedBy, jobs.AnnotationApprovedAt)
 		}
-		b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, "PlanApplied", "Job " + b.job.Name + " applied the approved plan " + hash})
+		b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, EventPlanApplied, "Job " + b.job.Name + " applied the approved plan " + hash})
 	}
 	if inputsHash := b.job.Annotations[jobs.AnnotationInputsHash]; inputsHash != "" && annotations[jobs.AnnotationApproveDestructivePlan] == inputsHash {
 		p.consumed = append(p.consumed, jobs.AnnotationApproveDestructivePlan, jobs.AnnotationApprovedBy, jobs.AnnotationApprovedAt)
-		b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, "DestructivePlanApprovalConsumed", "Job " + b.job.Name + " applied the approved destructive plan of inputs " + inputsHash})
+		b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, EventDestructivePlanApprovalConsumed, "Job " + b.job.Name + " applied the approved destructive plan of inputs " + inputsHash})
 	}
 	vanished := b.job.Annotations[jobs.AnnotationAfterInterruptedApply]
 	if vanished == "" {
@@ -406,15 +406,15 @@ func (p *pass) announce(b *booked) {
 	}
 	switch b.outcome {
 	case jobs.OutcomeSucceeded:
-		p.event(b.job, corev1.EventTypeNormal, "JobSucceeded", "%s", msg)
+		p.event(b.job, corev1.EventTypeNormal, EventJobSucceeded, "%s", msg)
 	case jobs.OutcomeDeadlineExceeded:
-		p.event(b.job, corev1.EventTypeWarning, "JobDeadlineExceeded", "%s", msg)
+		p.event(b.job, corev1.EventTypeWarning, EventJobDeadlineExceeded, "%s", msg)
 	case jobs.OutcomeInterrupted:
-		p.event(b.job, corev1.EventTypeWarning, "JobInterrupted", "%s", msg)
+		p.event(b.job, corev1.EventTypeWarning, EventJobInterrupted, "%s", msg)
 	case jobs.OutcomeBlocked:
-		p.event(b.job, corev1.EventTypeWarning, "DestructivePlanBlocked", "%s", msg)
+		p.event(b.job, corev1.EventTypeWarning, EventDestructivePlanBlocked, "%s", msg)
 	default:
-		p.event(b.job, corev1.EventTypeWarning, "JobFailed", "%s", msg)
+		p.event(b.job, corev1.EventTypeWarning, EventJobFailed, "%s", msg)
 	}
 }
 

@@ -105,7 +105,7 @@ func (p *pass) vanished(ctx context.Context, active *infrav1.ActiveJob) error {
 	conditions.Set(&p.status().Conditions, conditions.ApplyJobSucceeded, metav1.ConditionFalse, conditions.ReasonApplyFailed,
 		InterruptedApplyMessage(active.Name), p.obj.GetGeneration(), p.now)
 	conditions.SetReady(&p.status().Conditions, p.obj.GetGeneration(), p.now)
-	p.event(nil, corev1.EventTypeWarning, "JobInterrupted", "%s", InterruptedApplyMessage(active.Name))
+	p.event(nil, corev1.EventTypeWarning, EventJobInterrupted, "%s", InterruptedApplyMessage(active.Name))
 	return nil
 }
 

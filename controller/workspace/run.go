@@ -156,7 +156,7 @@ func (p *pass) watchActive(ctx context.Context, job *batchv1.Job) (ctrl.Result, 
 		return ctrl.Result{}, fmt.Errorf("deleting stuck Job %s: %w", job.Name, err)
 	}
 	status.ActiveJob = nil
-	p.event(job, corev1.EventTypeWarning, "StuckJobDeleted", "Deleted Job %s: its per-run Secret is missing and no pod started within %s", job.Name, StuckAge)
+	p.event(job, corev1.EventTypeWarning, EventStuckJobDeleted, "Deleted Job %s: its per-run Secret is missing and no pod started within %s", job.Name, StuckAge)
 	return ctrl.Result{Requeue: true}, nil
 }
 

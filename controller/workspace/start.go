@@ -112,14 +112,14 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		p.setCondition(d.Op, metav1.ConditionUnknown, runningReason(d.Op), fmt.Sprintf("Job %s (%s, attempt %d) is running", created.Name, d.Reason, attempt))
 	}
 	if dropped := jobspec.DroppedEnv(spec.Jobs); len(dropped) > 0 {
-		p.event(created, corev1.EventTypeWarning, "EnvDropped", "Left out environment variables the runner controls: %v", dropped)
+		p.event(created, corev1.EventTypeWarning, EventEnvDropped, "Left out environment variables the runner controls: %v", dropped)
 	}
-	p.event(created, corev1.EventTypeNormal, "JobCreated", "Started %s Job %s, attempt %d (%s)", d.Op, created.Name, attempt, d.Reason)
+	p.event(created, corev1.EventTypeNormal, EventJobCreated, "Started %s Job %s, attempt %d (%s)", d.Op, created.Name, attempt, d.Reason)
 	switch {
 	case d.ExpectPlan != "":
-		p.event(created, corev1.EventTypeNormal, "PlanApproved", "Applying the approved plan %s", d.ExpectPlan)
+		p.event(created, corev1.EventTypeNormal, EventPlanApproved, "Applying the approved plan %s", d.ExpectPlan)
 	case d.Names.DriftRemediation:
-		p.event(created, corev1.EventTypeNormal, "DriftRemediationStarted", "Applying the current inputs again to remediate drift")
+		p.event(created, corev1.EventTypeNormal, EventDriftRemediationStarted, "Applying the current inputs again to remediate drift")
 		conditions.Set(&status.Conditions, conditions.DriftDetected, metav1.ConditionTrue, "DriftRemediating", "Job "+created.Name+" remediates the drift", p.obj.GetGeneration(), p.now)
 	}
 	return ctrl.Result{RequeueAfter: decide.JobActiveRequeue}, nil
@@ -144,7 +144,7 @@ func (p *pass) createJob(ctx context.Context, job *batchv1.Job, leaseReq lease.R
 			return nil, fmt.Errorf("creating Job %s was rejected (%v), and giving back the Lease failed: %w", job.Name, err, releaseErr)
 		}
 		p.setCondition(jobs.OpOf(job), metav1.ConditionFalse, "JobRejected", fmt.Sprintf("creating Job %s was rejected: %v", job.Name, err))
-		p.event(nil, corev1.EventTypeWarning, "JobFailed", "Creating Job %s was rejected: %v", job.Name, err)
+		p.event(nil, corev1.EventTypeWarning, EventJobFailed, "Creating Job %s was rejected: %v", job.Name, err)
 		return nil, fmt.Errorf("creating Job %s: %w", job.Name, err)
 	}
 	return nil, fmt.Errorf("creating Job %s: %w", job.Name, err)

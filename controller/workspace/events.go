@@ -1,0 +1,55 @@
+package workspace
+
+// Event reasons the controller records on its objects. Each Job's outcome event is recorded
+// once, by the pass that wrote its bookkept mark.
+const (
+	EventJobCreated                      = "JobCreated"
+	EventJobSucceeded                    = "JobSucceeded"
+	EventJobFailed                       = "JobFailed"
+	EventJobDeadlineExceeded             = "JobDeadlineExceeded"
+	EventJobInterrupted                  = "JobInterrupted"
+	EventStuckJobDeleted                 = "StuckJobDeleted"
+	EventEnvDropped                      = "EnvDropped"
+	EventDestructivePlanBlocked          = "DestructivePlanBlocked"
+	EventDestructivePlanApprovalConsumed = "DestructivePlanApprovalConsumed"
+	EventPlanReady                       = "PlanReady"
+	EventPlanApproved                    = "PlanApproved"
+	EventPlanChanged                     = "PlanChanged"
+	EventPlanApplied                     = "PlanApplied"
+	EventDriftDetected                   = "DriftDetected"
+	EventDriftRemediationStarted         = "DriftRemediationStarted"
+	EventDriftResolved                   = "DriftResolved"
+	EventStateBackedUp                   = "StateBackedUp"
+	EventStateRestored                   = "StateRestored"
+)
+
+// EventDoc describes an event reason for the reference in docs/metrics-events.md.
+type EventDoc struct {
+	Reason string
+	// Type is Normal or Warning.
+	Type    string
+	Meaning string
+}
+
+// Events lists every event reason the controller records; docs/metrics-events.md is generated
+// from it, and a test fails when the code records a reason that is not here.
+var Events = []EventDoc{
+	{EventJobCreated, "Normal", "A Job started: its op, attempt and the reason it was decided."},
+	{EventJobSucceeded, "Normal", "A Job succeeded (once per Job, at bookkeeping)."},
+	{EventJobFailed, "Warning", "A Job failed, or creating it was rejected by the API server."},
+	{EventJobDeadlineExceeded, "Warning", "A Job was stopped by its activeDeadlineSeconds; it counts toward backoff."},
+	{EventJobInterrupted, "Warning", "A Job was stopped from outside (drain, deletion), or an apply disappeared while it ran."},
+	{EventStuckJobDeleted, "Warning", "An active Job older than a minute without its per-run Secret and with no started pod was deleted."},
+	{EventEnvDropped, "Warning", "Environment variables of spec.jobs.env that the runner controls (TF_*, KUBE_*, HOME, …) were left out."},
+	{EventDestructivePlanBlocked, "Warning", "A guarded apply stopped before a plan that deletes or replaces."},
+	{EventDestructivePlanApprovalConsumed, "Normal", "An apply of the inputs whose destructive plan was approved succeeded; the approval is removed."},
+	{EventPlanReady, "Normal", "A plan Job produced a plan that waits for approval (applyPolicy Manual)."},
+	{EventPlanApproved, "Normal", "The apply of an approved plan started."},
+	{EventPlanChanged, "Warning", "An approved apply met a different plan and applied nothing; the new plan waits."},
+	{EventPlanApplied, "Normal", "The approved plan was applied; the approval is removed."},
+	{EventDriftDetected, "Warning", "A drift check found the infrastructure differs from the state."},
+	{EventDriftRemediationStarted, "Normal", "An apply started to remediate drift (drift action Remediate)."},
+	{EventDriftResolved, "Normal", "An apply succeeded after drift was found."},
+	{EventStateBackedUp, "Normal", "A new state serial was copied into a state backup Secret."},
+	{EventStateRestored, "Normal", "A restore Job pushed a state backup back."},
+}
