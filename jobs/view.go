@@ -335,8 +335,35 @@ func ViewPlan(job batchv1.Job, retained []batchv1.Job, owner PlanOwner) (PlanVie
 	}
 	if approval != "" && approval == v.ApprovalHash {
 		v.ApprovedBy, v.ApprovedAt = owner.ApprovedBy, owner.ApprovedAt
+	} else if v.Phase == PlanPhaseApplied {
+		// The approval was consumed by the apply; the apply Job carries who gave it.
+		v.ApprovedBy, v.ApprovedAt = appliedApproval(&job, v.ApprovalHash, source, retained)
 	}
 	return v, true
+}
+
+// appliedApproval returns who approved the plan of job, as recorded on the apply Job that
+// applied it: one with the approved plan hash, or for a blocked apply a later successful apply
+// of the same inputs.
+func appliedApproval(job *batchv1.Job, hash string, source PlanSource, retained []batchv1.Job) (string, *metav1.Time) {
+	for _, a := range OpJobs(retained, OpApply) {
+		if a.Name == job.Name || !OutcomeOf(a).Succeeded() || a.Annotations[AnnotationApprovedBy] == "" {
+			continue
+		}
+		matches := a.Annotations[AnnotationApprovedPlan] == hash
+		if source == PlanSourceBlockedApply {
+			matches = a.Annotations[AnnotationInputsHash] == hash && newer(a, job)
+		}
+		if !matches {
+			continue
+		}
+		var at *metav1.Time
+		if t, err := time.Parse(time.RFC3339, a.Annotations[AnnotationApprovedAt]); err == nil {
+			at = &metav1.Time{Time: t}
+		}
+		return a.Annotations[AnnotationApprovedBy], at
+	}
+	return "", nil
 }
 
 // planJobPhase is the phase of a plan Job with the given hash.

@@ -275,6 +275,30 @@ func TestViewPlan(t *testing.T) {
 			owner: PlanOwner{CurrentInputsHash: inputsHash}, want: PlanPhaseApplied,
 		},
 		{
+			name: "an applied plan, its approval consumed, names the approver the apply Job kept",
+			job:  planJob(1, succeeded),
+			retained: jobs(mkJob(OpApply, 5, succeeded, annotate(AnnotationApprovedPlan, planHash),
+				annotate(AnnotationApprovedBy, "alice"), annotate(AnnotationApprovedAt, "2026-10-01T12:03:00Z"))),
+			owner: PlanOwner{CurrentInputsHash: inputsHash}, want: PlanPhaseApplied,
+			check: func(t *testing.T, v PlanView) {
+				if v.ApprovedBy != "alice" || v.ApprovedAt == nil || !v.ApprovedAt.Time.Equal(at(3)) {
+					t.Errorf("approved by %q at %v", v.ApprovedBy, v.ApprovedAt)
+				}
+			},
+		},
+		{
+			name: "an applied blocked apply names the approver of the apply of its inputs",
+			job:  blockedApply(1, inputsHash),
+			retained: jobs(mkJob(OpApply, 2, succeeded, annotate(AnnotationInputsHash, inputsHash),
+				annotate(AnnotationApprovedBy, "bob"), annotate(AnnotationApprovedAt, "garbage"))),
+			want: PlanPhaseApplied,
+			check: func(t *testing.T, v PlanView) {
+				if v.ApprovedBy != "bob" || v.ApprovedAt != nil {
+					t.Errorf("approved by %q at %v", v.ApprovedBy, v.ApprovedAt)
+				}
+			},
+		},
+		{
 			name: "an apply of the same hash created before the plan did not apply it",
 			job:  planJob(2, succeeded), retained: jobs(applyOf(1, succeeded, AnnotationApprovedPlan, planHash)),
 			owner: PlanOwner{}, want: PlanPhaseSuperseded,

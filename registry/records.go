@@ -26,6 +26,8 @@ var jobAnnotations = []string{
 	jobs.AnnotationPlanChanged,
 	jobs.AnnotationPlanUnreadable,
 	jobs.AnnotationResult,
+	jobs.AnnotationApprovedBy,
+	jobs.AnnotationApprovedAt,
 }
 
 // ownerAnnotations are the annotations of an owning object that the plan phase and the

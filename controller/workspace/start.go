@@ -80,6 +80,14 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 			return ctrl.Result{}, err
 		}
 	}
+	if d.ExpectPlan != "" || d.AllowDeletesHash != "" {
+		// The approval is consumed by a successful apply; the Job keeps who gave it.
+		for _, key := range []string{jobs.AnnotationApprovedBy, jobs.AnnotationApprovedAt} {
+			if v := p.obj.GetAnnotations()[key]; v != "" {
+				annotations[key] = v
+			}
+		}
+	}
 	if d.ExpectPlan != "" {
 		annotations[jobs.AnnotationApprovedPlan] = d.ExpectPlan
 		args = append(args, "--expect-plan="+d.ExpectPlan)
