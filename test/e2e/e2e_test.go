@@ -21,6 +21,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -367,7 +368,7 @@ func TestDeleteDestroysAndLeavesNothingBehind(t *testing.T) {
 	if err := s.c.Delete(s.ctx, tc); err != nil {
 		t.Fatal(err)
 	}
-	s.waitRun("gone", jobs.OpDestroy, 1, runsv1alpha1.RunPhaseSucceeded)
+	// The destroy's run vanishes with the object's Jobs once cleanup is done; its event stays.
 	s.eventually("the object, its Jobs, Secrets and Leases are gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		if err := s.c.Get(ctx, client.ObjectKeyFromObject(tc), tc); !apierrors.IsNotFound(err) {
 			return false, nil
@@ -382,6 +383,17 @@ func TestDeleteDestroysAndLeavesNothingBehind(t *testing.T) {
 		}
 		return len(jobList.Items) == 0 && len(secrets.Items) == 0 && len(leases.Items) == 0, nil
 	})
+	var evs eventsv1.EventList
+	if err := s.c.List(s.ctx, &evs, client.InNamespace(s.ns)); err != nil {
+		t.Fatal(err)
+	}
+	destroyed := false
+	for _, e := range evs.Items {
+		destroyed = destroyed || e.Reason == "JobSucceeded" && strings.Contains(e.Note, "-destroy-a1-")
+	}
+	if !destroyed {
+		t.Fatal("no destroy Job succeeded before the object went away")
+	}
 }
 
 func TestControllerKilledMidRunStartsNoDuplicateJob(t *testing.T) {
