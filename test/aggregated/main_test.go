@@ -8,12 +8,10 @@ package aggregated
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -150,48 +148,12 @@ func startAggregatedServer(ctx context.Context, e *testenv.Env) (stop func(), er
 		}
 	}
 
-	// The aggregator resolves an ExternalName Service to https://<externalName>:<APIService port>.
-	service := fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata:
-  name: %s
-  namespace: %s
-spec:
-  type: ExternalName
-  externalName: localhost
-  ports:
-  - name: https
-    port: %d
-`, serverName, serverNamespace, port)
-	if err := apply(ctx, e, service); err != nil {
+	if err := e.RegisterAPIService(ctx, serverNamespace, serverName, apiServiceName, port, cert.CAPEM); err != nil {
 		return fail(err)
-	}
-	template, err := os.ReadFile(filepath.Join(artifacts, "apiservice.yaml.in"))
-	if err != nil {
-		return fail(err)
-	}
-	apiService := strings.ReplaceAll(string(template), "${CAPTF_APISERVER_CA_BUNDLE}", base64.StdEncoding.EncodeToString(cert.CAPEM))
-	apiService = strings.Replace(apiService, "port: 443", "port: "+strconv.Itoa(port), 1)
-	if err := apply(ctx, e, apiService); err != nil {
-		return fail(err)
-	}
-	if out, err := e.Kubectl(ctx, "wait", "--for=condition=Available", "apiservice/"+apiServiceName, "--timeout=90s").CombinedOutput(); err != nil {
-		status, _ := e.Kubectl(ctx, "get", "apiservice", apiServiceName, "-o", "yaml").CombinedOutput()
-		return fail(fmt.Errorf("the APIService did not become Available: %w\n%s\n%s", err, out, status))
 	}
 	stopKCM, err := e.StartClusterRoleAggregation(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	return func() { stopKCM(); stopServer() }, nil
-}
-
-// apply runs kubectl apply on a manifest.
-func apply(ctx context.Context, e *testenv.Env, manifest string) error {
-	cmd := e.Kubectl(ctx, "apply", "-f", "-")
-	cmd.Stdin = strings.NewReader(manifest)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("kubectl apply: %w\n%s\n%s", err, out, manifest)
-	}
-	return nil
 }

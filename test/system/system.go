@@ -8,14 +8,12 @@ package system
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -166,36 +164,7 @@ func (s *System) startAPIServer(ctx context.Context) error {
 	if err := testenv.WaitForHTTPSReady(ctx, port, cert.CAFile, 2*time.Minute); err != nil {
 		return fmt.Errorf("%w; log: %s", err, tail(filepath.Join(s.LogDir, "apiserver.log")))
 	}
-	// The aggregator resolves an ExternalName Service to https://<externalName>:<port>.
-	service := fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata:
-  name: %s
-  namespace: %s
-spec:
-  type: ExternalName
-  externalName: localhost
-  ports:
-  - name: https
-    port: %d
-`, APIServerSA, Namespace, port)
-	template, err := os.ReadFile(filepath.Join(s.Env.RepoRoot, "artifacts", "apiserver", "apiservice.yaml.in"))
-	if err != nil {
-		return err
-	}
-	apiService := strings.ReplaceAll(string(template), "${CAPTF_APISERVER_CA_BUNDLE}", base64.StdEncoding.EncodeToString(cert.CAPEM))
-	apiService = strings.Replace(apiService, "port: 443", "port: "+strconv.Itoa(port), 1)
-	for _, manifest := range []string{service, apiService} {
-		cmd := s.Env.Kubectl(ctx, "apply", "-f", "-")
-		cmd.Stdin = strings.NewReader(manifest)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("kubectl apply: %w\n%s", err, out)
-		}
-	}
-	if out, err := s.Env.Kubectl(ctx, "wait", "--for=condition=Available", "apiservice/"+APIServiceName, "--timeout=120s").CombinedOutput(); err != nil {
-		return fmt.Errorf("the APIService did not become Available: %w\n%s", err, out)
-	}
-	return nil
+	return s.Env.RegisterAPIService(ctx, Namespace, APIServerSA, APIServiceName, port, cert.CAPEM)
 }
 
 func (s *System) startController(ctx context.Context) error {

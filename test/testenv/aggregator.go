@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -182,4 +184,42 @@ func (e *Env) StartClusterRoleAggregation(ctx context.Context) (stop func(), err
 		return nil, ctx.Err()
 	}
 	return stop, nil
+}
+
+// RegisterAPIService registers an aggregated server listening on a loopback port with the
+// aggregator, the way artifacts/apiserver/apiservice.yaml.in describes: an ExternalName Service
+// named service in namespace that resolves to localhost (the aggregator dials
+// https://<externalName>:<port>), and the APIService with caPEM as its caBundle. It waits until
+// the APIService is Available.
+func (e *Env) RegisterAPIService(ctx context.Context, namespace, service, apiService string, port int, caPEM []byte) error {
+	svc := fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports:
+  - name: https
+    port: %d
+`, service, namespace, port)
+	template, err := os.ReadFile(filepath.Join(e.RepoRoot, "artifacts", "apiserver", "apiservice.yaml.in"))
+	if err != nil {
+		return err
+	}
+	registration := strings.ReplaceAll(string(template), "${CAPTF_APISERVER_CA_BUNDLE}", base64.StdEncoding.EncodeToString(caPEM))
+	registration = strings.Replace(registration, "port: 443", "port: "+strconv.Itoa(port), 1)
+	for _, manifest := range []string{svc, registration} {
+		cmd := e.Kubectl(ctx, "apply", "-f", "-")
+		cmd.Stdin = strings.NewReader(manifest)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("kubectl apply: %w\n%s\n%s", err, out, manifest)
+		}
+	}
+	if out, err := e.Kubectl(ctx, "wait", "--for=condition=Available", "apiservice/"+apiService, "--timeout=120s").CombinedOutput(); err != nil {
+		status, _ := e.Kubectl(ctx, "get", "apiservice", apiService, "-o", "yaml").CombinedOutput()
+		return fmt.Errorf("the APIService did not become Available: %w\n%s\n%s", err, out, status)
+	}
+	return nil
 }
