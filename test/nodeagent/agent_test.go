@@ -324,8 +324,9 @@ func TestShutdownKillsEveryProcess(t *testing.T) {
 	marker := markerFile(t)
 	f.createPod("tree", podSpec(container("main", "--marker="+marker, "--spawn", "--ignore-term", "--sleep")))
 	f.waitPhase("tree", corev1.PodRunning, 30*time.Second)
+	// The parent notes the child when it spawns it; the child notes its own start a moment later.
 	f.waitFor("the child to start", 10*time.Second, func() (bool, string) {
-		return len(markerPIDs(marker, "child")) == 1, strings.Join(readMarker(marker), ",")
+		return len(markerPIDs(marker, "child")) == 1 && len(markerPIDs(marker, "start")) == 2, strings.Join(readMarker(marker), ",")
 	})
 	pids := markerPIDs(marker, "start")
 	if len(pids) != 2 {
