@@ -12,8 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/captf/captf/controller/conditions"
-	"github.com/captf/captf/controller/decide"
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
@@ -106,35 +104,6 @@ func (p *pass) pruneBackups(ctx context.Context, suffix string) error {
 		}
 	}
 	return nil
-}
-
-// restoreRequest reads captf.io/restore-state: the serial of a backup to push back. An unknown
-// serial is reported in RestoreJobSucceeded and starts nothing.
-func (p *pass) restoreRequest(ctx context.Context) (*decide.Restore, error) {
-	serialText, ok := p.obj.GetAnnotations()[jobs.AnnotationRestoreState]
-	if !ok {
-		return nil, nil
-	}
-	conds := &p.status().Conditions
-	serial, err := strconv.ParseInt(serialText, 10, 64)
-	if err != nil || serial < 1 {
-		conditions.Set(conds, conditions.RestoreJobSucceeded, metav1.ConditionFalse, conditions.ReasonRestoreBackupMissing,
-			fmt.Sprintf("%s=%q is not a state serial (a positive whole number)", jobs.AnnotationRestoreState, serialText), p.obj.GetGeneration(), p.now)
-		return nil, nil
-	}
-	name := BackupName(p.stateSuffix(), serial)
-	var backup corev1.Secret
-	err = p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: name}, &backup)
-	if apierrors.IsNotFound(err) {
-		conditions.Set(conds, conditions.RestoreJobSucceeded, metav1.ConditionFalse, conditions.ReasonRestoreBackupMissing,
-			fmt.Sprintf(restoreReasonBackupMissing, serialText, name+" does not exist"), p.obj.GetGeneration(), p.now)
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading state backup %s: %w", name, err)
-	}
-	resources, _ := strconv.Atoi(backup.Annotations[AnnotationBackupResources])
-	return &decide.Restore{Serial: serialText, BackupName: name, InputsHash: backup.Annotations[state.InputsHashAnnotation], Resources: resources}, nil
 }
 
 // restoreData is the per-run Secret of a restore: a root with only the backend and no variables;

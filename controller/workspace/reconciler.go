@@ -180,26 +180,14 @@ func (p *pass) event(related *batchv1.Job, eventType, reason, note string, args 
 }
 
 func (p *pass) listJobs(ctx context.Context) error {
-	var list batchv1.JobList
-	if err := p.r.Client.List(ctx, &list, client.InNamespace(p.obj.GetNamespace()), client.MatchingLabels(jobs.OwnerLabels(p.r.Kind, p.obj.GetName()))); err != nil {
-		return fmt.Errorf("listing Jobs: %w", err)
-	}
-	p.jobs = p.jobs[:0]
-	for _, j := range list.Items {
-		// A Job of an earlier object of the same name is not this object's history.
-		if ref := metav1.GetControllerOf(&j); ref == nil || ref.UID == p.obj.GetUID() {
-			p.jobs = append(p.jobs, j)
-		}
-	}
-	return nil
+	own, err := p.r.OwnJobs(ctx, p.r.Client, p.obj)
+	p.jobs = own
+	return err
 }
 
 // isPaused reports whether the object or its Cluster is paused.
 func (p *pass) isPaused(ctx context.Context) bool {
-	if _, ok := p.obj.GetAnnotations()[PausedAnnotation]; ok {
-		return true
-	}
-	return clusterPaused(ctx, p.r.Client, p.obj.GetNamespace(), p.obj.GetLabels()[jobs.LabelClusterName])
+	return IsPaused(ctx, p.r.Client, p.obj)
 }
 
 // podsOf lists the pods of a Job from the API server.

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -59,51 +58,19 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, nil
 	}
 
-	st, stateSecret, stateErr := p.readState(ctx)
-	if stateErr == nil {
-		if err := p.backupState(ctx, st, stateSecret); err != nil {
+	f, err := p.r.GatherFacts(ctx, p.r.APIReader, p.obj, p.jobs, p.now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	in, rendered, renderErr := f.Input, f.Rendered, f.RenderErr
+	p.stateCondition(in.State, in.StateErr)
+	if in.StateErr == nil {
+		if err := p.backupState(ctx, in.State, f.StateSecret); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	restore, err := p.restoreRequest(ctx)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	rendered, renderErr := p.render()
-	durable, err := p.readDurable(ctx)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	in := decide.Input{
-		Kind:              p.r.Kind,
-		UID:               p.obj.GetUID(),
-		CreatedAt:         p.obj.GetCreationTimestamp().Time,
-		Deleting:          !p.obj.GetDeletionTimestamp().IsZero(),
-		Mutable:           p.r.Mutable == nil || p.r.Mutable(p.obj),
-		State:             st,
-		StateErr:          stateErr,
-		Jobs:              p.jobs,
-		Limits:            limits(p.obj.WorkspaceSpec().Jobs),
-		Drift:             p.obj.DriftPolicy(),
-		LastDriftCheck:    lastSuccess(p.jobs, jobs.OpDrift, status.LastDriftCheck),
-		LastRefresh:       lastSuccess(p.jobs, jobs.OpRefresh, status.LastRefresh),
-		Now:               p.now,
-		CurrentInputsHash: rendered.Hash,
-		InterruptedApply:  durable.Annotations[jobs.AnnotationInterruptedApply],
-		ApprovedPlan:      p.obj.GetAnnotations()[jobs.AnnotationApprovePlan],
-		// The guard is always on for a cluster's applies under Automatic.
-		Guarded:             p.r.Kind == jobs.KindCluster,
-		ApprovedDestructive: p.obj.GetAnnotations()[jobs.AnnotationApproveDestructivePlan],
-		Restore:             restore,
-	}
-	if planned, ok := p.obj.(infrav1.Planned); ok && planned.ManualApply() {
-		in.Manual, in.Guarded = true, false
-		if plan := *planned.PlanPreview(); plan != nil {
-			in.Plan = &decide.Plan{InputsHash: plan.InputsHash, PlanHash: plan.PlanHash}
-		}
-	}
-	if renderErr != nil {
-		in.CurrentInputsHash = ""
+	if f.RestoreProblem != "" {
+		conditions.Set(&status.Conditions, conditions.RestoreJobSucceeded, metav1.ConditionFalse, conditions.ReasonRestoreBackupMissing, f.RestoreProblem, p.obj.GetGeneration(), p.now)
 	}
 	p.driftCondition(in)
 	d := decide.Decide(in)
@@ -181,47 +148,28 @@ func (p *pass) isStuck(ctx context.Context, job *batchv1.Job) (bool, error) {
 	return true, nil
 }
 
-// readState reads the state Secret from the API server and reports it in StateReadable.
-func (p *pass) readState(ctx context.Context) (state.State, *corev1.Secret, error) {
+// stateCondition reports the state read in StateReadable.
+func (p *pass) stateCondition(st state.State, stateErr error) {
 	status := p.status()
-	var secret corev1.Secret
-	err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: state.SecretName(p.stateSuffix())}, &secret)
-	var st state.State
+	gen := p.obj.GetGeneration()
 	switch {
-	case apierrors.IsNotFound(err):
-		conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionTrue, conditions.ReasonStateNotFound, "no state yet", p.obj.GetGeneration(), p.now)
-		return st, nil, nil
-	case err != nil:
-		return st, nil, fmt.Errorf("reading the state Secret: %w", err)
-	}
-	st, err = state.Read(&secret)
-	if err != nil {
+	case stateErr != nil:
 		reason := conditions.ReasonStateUnreadable
 		switch {
-		case errors.Is(err, state.ErrCorrupt):
+		case errors.Is(stateErr, state.ErrCorrupt):
 			reason = conditions.ReasonStateCorrupt
-		case errors.Is(err, state.ErrEncrypted):
+		case errors.Is(stateErr, state.ErrEncrypted):
 			reason = conditions.ReasonStateEncrypted
-		case errors.Is(err, state.ErrUnsupportedVersion):
+		case errors.Is(stateErr, state.ErrUnsupportedVersion):
 			reason = conditions.ReasonStateUnsupported
 		}
-		conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionFalse, reason, err.Error(), p.obj.GetGeneration(), p.now)
-		conditions.SetReady(&status.Conditions, p.obj.GetGeneration(), p.now)
-		return st, &secret, err
+		conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionFalse, reason, stateErr.Error(), gen, p.now)
+		conditions.SetReady(&status.Conditions, gen, p.now)
+	case !st.Exists:
+		conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionTrue, conditions.ReasonStateNotFound, "no state yet", gen, p.now)
+	default:
+		conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionTrue, conditions.ReasonStateRead, fmt.Sprintf("state serial %d with %d resources", st.Serial, st.Resources), gen, p.now)
 	}
-	conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionTrue, conditions.ReasonStateRead, fmt.Sprintf("state serial %d with %d resources", st.Serial, st.Resources), p.obj.GetGeneration(), p.now)
-	return st, &secret, nil
-}
-
-// render renders the object's inputs from its spec. A machine's source and variables are
-// immutable, so rendering its spec again gives the inputs it was provisioned from.
-func (p *pass) render() (inputs.Rendered, error) {
-	spec := p.obj.WorkspaceSpec()
-	var variables []byte
-	if spec.Variables != nil {
-		variables = spec.Variables.Raw
-	}
-	return inputs.Render(spec.Source.Image, variables, field.NewPath("spec", "variables"))
 }
 
 func (p *pass) inputsProblem(err error) {

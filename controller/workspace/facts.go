@@ -1,0 +1,154 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/decide"
+	"github.com/captf/captf/controller/inputs"
+	"github.com/captf/captf/controller/state"
+	"github.com/captf/captf/jobs"
+)
+
+// Facts are what one decision is made from, read from the API server without changing
+// anything. The controller acts on them; `kubectl captf why` only explains them, so both see the
+// same decision.
+type Facts struct {
+	// Input is what decide.Decide takes.
+	Input decide.Input
+	// Rendered are the object's inputs; RenderErr says why they could not be rendered.
+	Rendered  inputs.Rendered
+	RenderErr error
+	// StateSecret is the state Secret, nil when there is none.
+	StateSecret *corev1.Secret
+	// RestoreProblem says why a captf.io/restore-state annotation names no usable backup.
+	RestoreProblem string
+}
+
+// GatherFacts reads what the decision needs about obj: its state, its durable inputs, a
+// requested restore, and its rendered inputs, alongside its retained Jobs. Reads go to reader,
+// which must not be a cache (Secrets are never cached).
+func (r *Reconciler) GatherFacts(ctx context.Context, reader client.Reader, obj infrav1.Workspace, retained []batchv1.Job, now time.Time) (Facts, error) {
+	var f Facts
+	ns, suffix := obj.GetNamespace(), jobs.StateSecretSuffix(obj.GetNamespace(), r.Kind, obj.GetName())
+	var stateSecret corev1.Secret
+	var st state.State
+	var stateErr error
+	err := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: state.SecretName(suffix)}, &stateSecret)
+	switch {
+	case err == nil:
+		f.StateSecret = &stateSecret
+		st, stateErr = state.Read(&stateSecret)
+	case !apierrors.IsNotFound(err):
+		return f, fmt.Errorf("reading the state Secret: %w", err)
+	}
+	var durable corev1.Secret
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: jobs.InputsSecretName(r.Kind, obj.GetName())}, &durable); err != nil && !apierrors.IsNotFound(err) {
+		return f, fmt.Errorf("reading the durable inputs Secret: %w", err)
+	}
+	restore, problem, err := restoreRequest(ctx, reader, obj, suffix)
+	if err != nil {
+		return f, err
+	}
+	f.RestoreProblem = problem
+
+	spec := obj.WorkspaceSpec()
+	var variables []byte
+	if spec.Variables != nil {
+		variables = spec.Variables.Raw
+	}
+	f.Rendered, f.RenderErr = inputs.Render(spec.Source.Image, variables, field.NewPath("spec", "variables"))
+	status := obj.WorkspaceStatus()
+	annotations := obj.GetAnnotations()
+	in := decide.Input{
+		Kind:              r.Kind,
+		UID:               obj.GetUID(),
+		CreatedAt:         obj.GetCreationTimestamp().Time,
+		Deleting:          !obj.GetDeletionTimestamp().IsZero(),
+		Mutable:           r.Mutable == nil || r.Mutable(obj),
+		State:             st,
+		StateErr:          stateErr,
+		Jobs:              retained,
+		Limits:            limits(spec.Jobs),
+		Drift:             obj.DriftPolicy(),
+		LastDriftCheck:    lastSuccess(retained, jobs.OpDrift, status.LastDriftCheck),
+		LastRefresh:       lastSuccess(retained, jobs.OpRefresh, status.LastRefresh),
+		Now:               now,
+		CurrentInputsHash: f.Rendered.Hash,
+		InterruptedApply:  durable.Annotations[jobs.AnnotationInterruptedApply],
+		ApprovedPlan:      annotations[jobs.AnnotationApprovePlan],
+		// The guard is always on for a cluster's applies under Automatic.
+		Guarded:             r.Kind == jobs.KindCluster,
+		ApprovedDestructive: annotations[jobs.AnnotationApproveDestructivePlan],
+		Restore:             restore,
+	}
+	if planned, ok := obj.(infrav1.Planned); ok && planned.ManualApply() {
+		in.Manual, in.Guarded = true, false
+		if plan := *planned.PlanPreview(); plan != nil {
+			in.Plan = &decide.Plan{InputsHash: plan.InputsHash, PlanHash: plan.PlanHash}
+		}
+	}
+	if f.RenderErr != nil {
+		in.CurrentInputsHash = ""
+	}
+	f.Input = in
+	return f, nil
+}
+
+// OwnJobs lists obj's retained Jobs from reader, leaving out those of an earlier object of the
+// same name.
+func (r *Reconciler) OwnJobs(ctx context.Context, reader client.Reader, obj client.Object) ([]batchv1.Job, error) {
+	var list batchv1.JobList
+	if err := reader.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels(jobs.OwnerLabels(r.Kind, obj.GetName()))); err != nil {
+		return nil, fmt.Errorf("listing Jobs: %w", err)
+	}
+	var own []batchv1.Job
+	for _, j := range list.Items {
+		if ref := metav1.GetControllerOf(&j); ref == nil || ref.UID == obj.GetUID() {
+			own = append(own, j)
+		}
+	}
+	return own, nil
+}
+
+// IsPaused reports whether obj or its Cluster API Cluster is paused.
+func IsPaused(ctx context.Context, reader client.Reader, obj client.Object) bool {
+	if _, ok := obj.GetAnnotations()[PausedAnnotation]; ok {
+		return true
+	}
+	return clusterPaused(ctx, reader, obj.GetNamespace(), obj.GetLabels()[jobs.LabelClusterName])
+}
+
+// restoreRequest reads captf.io/restore-state: the serial of a backup to push back. A bad
+// serial or a missing backup is no request, with the problem in words.
+func restoreRequest(ctx context.Context, reader client.Reader, obj client.Object, suffix string) (*decide.Restore, string, error) {
+	serialText, ok := obj.GetAnnotations()[jobs.AnnotationRestoreState]
+	if !ok {
+		return nil, "", nil
+	}
+	serial, err := strconv.ParseInt(serialText, 10, 64)
+	if err != nil || serial < 1 {
+		return nil, fmt.Sprintf("%s=%q is not a state serial (a positive whole number)", jobs.AnnotationRestoreState, serialText), nil
+	}
+	name := BackupName(suffix, serial)
+	var backup corev1.Secret
+	err = reader.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, &backup)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Sprintf(restoreReasonBackupMissing, serialText, name+" does not exist"), nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("reading state backup %s: %w", name, err)
+	}
+	resources, _ := strconv.Atoi(backup.Annotations[AnnotationBackupResources])
+	return &decide.Restore{Serial: serialText, BackupName: name, InputsHash: backup.Annotations[state.InputsHashAnnotation], Resources: resources}, "", nil
+}
