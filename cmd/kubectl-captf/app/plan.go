@@ -1,0 +1,197 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	runsv1alpha1 "github.com/captf/captf/apis/runs/v1alpha1"
+)
+
+func newPlanCommand(o *Options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "plan PLAN",
+		Short: "Show a plan: its target, phase, hash, counts and planned resources",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, plan, err := o.getPlan(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return PrintPlan(o.Out, plan)
+		},
+	}
+}
+
+func newApproveCommand(o *Options) *cobra.Command {
+	var yes, dryRun bool
+	var hash string
+	cmd := &cobra.Command{
+		Use:   "approve PLAN",
+		Short: "Approve a plan by the hash shown, after confirmation",
+		Long: "Show the plan, ask for confirmation unless --yes, and POST a PlanApproval quoting the\n" +
+			"plan's status.approvalHash (its plan hash, or the inputs hash of an apply blocked before a\n" +
+			"destructive plan) to plans/PLAN/approval. The server refuses with 409 Conflict when the plan\n" +
+			"is no longer the current one or the hash differs. --hash quotes a hash reviewed earlier.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.approve(cmd.Context(), args[0], hash, yes, dryRun)
+		},
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "approve without asking")
+	cmd.Flags().StringVar(&hash, "hash", "", "the hash to quote instead of the plan's status.approvalHash")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "let the server decide, but write nothing")
+	return cmd
+}
+
+// getPlan reads a plan in the namespace; a 404 becomes a clear error.
+func (o *Options) getPlan(ctx context.Context, name string) (client.Client, *runsv1alpha1.Plan, error) {
+	ns, err := o.namespace()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := o.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	var plan runsv1alpha1.Plan
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &plan); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, fmt.Errorf("plan %q not found in namespace %s (list them with `kubectl get plans -n %s`)", name, ns, ns)
+		}
+		return nil, nil, fmt.Errorf("reading plan %s: %w", name, err)
+	}
+	return c, &plan, nil
+}
+
+// PrintPlan writes a plan's summary and its resources.
+func PrintPlan(w io.Writer, p *runsv1alpha1.Plan) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Plan:      %s\n", p.Name)
+	fmt.Fprintf(&b, "Namespace: %s\n", p.Namespace)
+	fmt.Fprintf(&b, "Target:    %s/%s\n", p.Spec.Target.Kind, p.Spec.Target.Name)
+	fmt.Fprintf(&b, "Source:    %s\n", p.Spec.Source)
+	fmt.Fprintf(&b, "Phase:     %s\n", orNone(string(p.Status.Phase)))
+	fmt.Fprintf(&b, "Hash:      %s\n", orNone(p.Status.PlanHash))
+	if p.Status.ApprovalHash != p.Status.PlanHash {
+		fmt.Fprintf(&b, "Approve:   %s (the inputs hash: approving a blocked apply approves its inputs, not an exact plan)\n", orNone(p.Status.ApprovalHash))
+	}
+	fmt.Fprintf(&b, "Changes:   %d to add, %d to change, %d to destroy\n", p.Status.Add, p.Status.Change, p.Status.Destroy)
+	if p.Status.Destructive {
+		fmt.Fprintf(&b, "           destructive: it deletes or replaces resources\n")
+	}
+	if p.Status.ApprovedBy != "" {
+		at := ""
+		if p.Status.ApprovedAt != nil {
+			at = " at " + p.Status.ApprovedAt.UTC().Format("2006-01-02T15:04:05Z")
+		}
+		fmt.Fprintf(&b, "Approved:  by %s%s\n", p.Status.ApprovedBy, at)
+	}
+	if p.Status.ResultUnreadable {
+		fmt.Fprintf(&b, "The run's result summary is unreadable.\n")
+	}
+	if len(p.Status.Resources) == 0 {
+		fmt.Fprintf(&b, "Resources: none\n")
+	} else {
+		fmt.Fprintf(&b, "Resources:\n")
+		for _, r := range p.Status.Resources {
+			fmt.Fprintf(&b, "  %-16s %s\n", strings.Join(r.Actions, ","), r.Address)
+		}
+		if p.Status.Truncated {
+			fmt.Fprintf(&b, "  … (truncated: the plan changes more resources than are listed)\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// approve shows the plan, asks unless yes, and POSTs the approval.
+func (o *Options) approve(ctx context.Context, name, hash string, yes, dryRun bool) error {
+	c, plan, err := o.getPlan(ctx, name)
+	if err != nil {
+		return err
+	}
+	if err := PrintPlan(o.Out, plan); err != nil {
+		return err
+	}
+	if hash == "" {
+		hash = plan.Status.ApprovalHash
+	}
+	if hash == "" {
+		return fmt.Errorf("plan %s has no hash to approve yet (phase %s); wait until it is AwaitingApproval", name, orNone(string(plan.Status.Phase)))
+	}
+	if !yes {
+		ok, err := confirm(o.In, o.Out, fmt.Sprintf("\nApprove plan %s of %s/%s with hash %s? [y/N]: ", name, plan.Spec.Target.Kind, plan.Spec.Target.Name, hash))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			_, err := fmt.Fprintln(o.Out, "Not approved: nothing was written.")
+			return err
+		}
+	}
+	approval := &runsv1alpha1.PlanApproval{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       runsv1alpha1.PlanApprovalSpec{PlanHash: hash},
+	}
+	var opts []client.SubResourceCreateOption
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := c.SubResource("approval").Create(ctx, plan, approval, opts...); err != nil {
+		return approvalError(name, err)
+	}
+	verb := "Approved"
+	if dryRun {
+		verb = "Would approve (dry run)"
+	}
+	fmt.Fprintf(o.Out, "%s plan %s for %s/%s as %s.\n", verb, name, plan.Spec.Target.Kind, plan.Spec.Target.Name, approval.Status.ApprovedBy)
+	if approval.Status.Message != "" {
+		fmt.Fprintln(o.Out, approval.Status.Message)
+	}
+	return nil
+}
+
+// approvalError turns the server's answer into a clear error that keeps its message.
+func approvalError(name string, err error) error {
+	var status apierrors.APIStatus
+	msg := err.Error()
+	if errors.As(err, &status) && status.Status().Message != "" {
+		msg = status.Status().Message
+	}
+	switch {
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("plan %s was not approved (409 Conflict): %s", name, msg)
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("plan %s was not approved (404 Not Found): %s", name, msg)
+	case apierrors.IsInvalid(err):
+		return fmt.Errorf("plan %s was not approved (422 Invalid): %s", name, msg)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("plan %s was not approved (403 Forbidden): %s; an approver needs create on plans/approval, e.g. a RoleBinding to ClusterRole captf-plan-approver", name, msg)
+	}
+	return fmt.Errorf("approving plan %s: %w", name, err)
+}
+
+// confirm asks a yes/no question; only y or yes (any case) is yes.
+func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
+	if _, err := io.WriteString(out, question); err != nil {
+		return false, err
+	}
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("reading the answer: %w", err)
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}

@@ -1,0 +1,198 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/captf/captf/controller/decide"
+	"github.com/captf/captf/controller/state"
+	"github.com/captf/captf/controller/terraformcluster"
+	"github.com/captf/captf/controller/terraformmachine"
+	"github.com/captf/captf/controller/terraformmachinepool"
+	"github.com/captf/captf/controller/workspace"
+	"github.com/captf/captf/jobs"
+)
+
+// kinds maps the --kind values to the controller's reconcilers, whose NewObject and Mutable
+// are reused so that `why` judges mutability exactly as the controller does.
+var kinds = map[string]func(workspace.Reconciler) *workspace.Reconciler{
+	"cluster":     terraformcluster.New,
+	"machine":     terraformmachine.New,
+	"machinepool": terraformmachinepool.New,
+}
+
+func newWhyCommand(o *Options) *cobra.Command {
+	kind := "cluster"
+	cmd := &cobra.Command{
+		Use:   "why TARGET",
+		Short: "Explain which operation the controller would choose now for an object, and why",
+		Long: "Read the object, its retained Jobs, its state Secret and its durable inputs Secret, and\n" +
+			"hand them to the controller's own decision (controller/decide), read-only. Prints the\n" +
+			"operation it would start now (or that it waits), the reason, and the backoff windows.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			newReconciler, ok := kinds[kind]
+			if !ok {
+				return fmt.Errorf("unknown --kind %q: cluster, machine or machinepool", kind)
+			}
+			ns, err := o.namespace()
+			if err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			w, err := Explain(cmd.Context(), c, newReconciler(workspace.Reconciler{}), ns, args[0], o.Now())
+			if err != nil {
+				return err
+			}
+			return w.Print(o.Out)
+		},
+	}
+	cmd.Flags().StringVar(&kind, "kind", kind, "the kind of TARGET: cluster, machine or machinepool")
+	return cmd
+}
+
+// Why is an explanation: the facts gathered and the decision made from them.
+type Why struct {
+	Kind      jobs.Kind
+	Namespace string
+	Name      string
+	// Paused is set when the object carries the paused annotation: the controller starts nothing.
+	// A pause through the Cluster API Cluster's spec.paused is not read.
+	Paused bool
+	// StateSuffix names the state Secret and its lock Lease.
+	StateSuffix string
+	// RenderErr is why the inputs could not be rendered.
+	RenderErr error
+	Input     decide.Input
+	Decision  decide.Decision
+}
+
+// Explain gathers the facts the controller passes to decide.Decide, read-only, and decides.
+func Explain(ctx context.Context, c client.Client, r *workspace.Reconciler, ns, name string, now time.Time) (*Why, error) {
+	obj := r.NewObject()
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%s %q not found in namespace %s", r.Kind, name, ns)
+		}
+		return nil, fmt.Errorf("reading %s %s: %w", r.Kind, name, err)
+	}
+	all, err := r.OwnJobs(ctx, c, obj)
+	if err != nil {
+		return nil, err
+	}
+	// The controller's own fact gathering: what it would decide now is what is explained.
+	facts, err := r.GatherFacts(ctx, c, obj, all, now)
+	if err != nil {
+		return nil, err
+	}
+	in := facts.Input
+	suffix := jobs.StateSecretSuffix(ns, r.Kind, name)
+	paused := workspace.IsPaused(ctx, c, obj)
+	return &Why{Kind: r.Kind, Namespace: ns, Name: name, Paused: paused, StateSuffix: suffix, RenderErr: facts.RenderErr, Input: in, Decision: decide.Decide(in)}, nil
+}
+
+// reasons explains the decision's reasons in words.
+var reasons = map[string]string{
+	decide.ReasonJobActive:              "a run of this object is still running; nothing else starts until it ends",
+	decide.ReasonDeletionHeld:           "the object is being deleted but its state cannot be read, so destroy is held (fix or restore the state Secret)",
+	decide.ReasonDeletingWithoutState:   "the object is being deleted and its state holds no resources: the finalizer is dropped",
+	decide.ReasonDeleting:               "the object is being deleted: destroy its resources",
+	decide.ReasonStateUnreadable:        "the state Secret cannot be read; nothing runs until it can (see the StateReadable condition)",
+	decide.ReasonNoState:                "there is no state yet: provision",
+	decide.ReasonStateWithoutInputsHash: "the state records no inputs hash: apply to record one",
+	decide.ReasonInputsChanged:          "the rendered inputs differ from those of the last successful apply",
+	decide.ReasonLastApplyFailed:        "the last apply failed: apply again",
+	decide.ReasonInputsUnavailable:      "an apply is due but the inputs cannot be rendered (see the spec's source and variables)",
+	decide.ReasonRefreshAfterApply:      "a refresh follows a successful apply",
+	decide.ReasonDriftDue:               "the drift check interval has passed",
+	decide.ReasonUpToDate:               "the state matches the current inputs and nothing is due",
+	decide.ReasonDriftRemediation:       "the last drift check found drift and the drift action is Remediate",
+	decide.ReasonRestoreRequested:       "a state restore is requested (captf.io/restore-state)",
+	decide.ReasonPlanAwaitingApproval:   "the plan waits for a person's approval (kubectl captf approve)",
+	decide.ReasonDestructivePlanBlocked: "the last apply of these inputs stopped before a destructive plan; approve it (kubectl captf approve) or change the inputs",
+}
+
+// Print writes the explanation.
+func (w *Why) Print(out io.Writer) error {
+	var b strings.Builder
+	in, d := w.Input, w.Decision
+	fmt.Fprintf(&b, "%s %s/%s\n", w.Kind, w.Namespace, w.Name)
+	if w.Paused {
+		fmt.Fprintf(&b, "Paused:   the object carries %s, so the controller starts nothing; once it is removed:\n", workspace.PausedAnnotation)
+	}
+	reason, held := strings.CutSuffix(d.Reason, decide.BackoffSuffix)
+	switch {
+	case d.DropFinalizer:
+		fmt.Fprintf(&b, "Decision: drop the finalizer (%s)\n", d.Reason)
+	case d.Op != "":
+		fmt.Fprintf(&b, "Decision: start %s now (%s)\n", d.Op, d.Reason)
+	case held:
+		fmt.Fprintf(&b, "Decision: wait for the backoff window (%s)\n", d.Reason)
+	default:
+		fmt.Fprintf(&b, "Decision: start nothing (%s)\n", d.Reason)
+	}
+	if text, ok := reasons[reason]; ok {
+		fmt.Fprintf(&b, "Why:      %s\n", text)
+	}
+	if d.Backoff != nil {
+		fmt.Fprintf(&b, "Backoff:  %d counted failure(s), delay %s, retry %s (%s)\n", d.Backoff.Failures, d.Backoff.Delay,
+			Until(d.Backoff.RetryAfter, in.Now), d.Backoff.RetryAfter.UTC().Format(time.RFC3339))
+		fmt.Fprintf(&b, "          a backoff cannot be skipped: it ends at retryAfter, or when the operation succeeds\n")
+	}
+	if d.Op == "" && d.RequeueAfter > 0 {
+		fmt.Fprintf(&b, "Next look: %s at the latest, or on any change\n", Until(in.Now.Add(d.RequeueAfter), in.Now))
+	}
+	fmt.Fprintf(&b, "Facts:\n")
+	fmt.Fprintf(&b, "  inputs hash:      %s\n", orNone(in.CurrentInputsHash))
+	if w.RenderErr != nil {
+		fmt.Fprintf(&b, "  inputs error:     %v\n", w.RenderErr)
+	}
+	switch {
+	case in.StateErr != nil:
+		fmt.Fprintf(&b, "  state:            unreadable: %v\n", in.StateErr)
+	case !in.State.Exists:
+		fmt.Fprintf(&b, "  state:            none\n")
+	default:
+		fmt.Fprintf(&b, "  state:            serial %d, %d resource(s), applied inputs %s\n", in.State.Serial, in.State.Resources, orNone(in.State.InputsHash))
+	}
+	fmt.Fprintf(&b, "  state Secret:     %s (lock Lease %s)\n", state.SecretName(w.StateSuffix), state.LockLeaseName(w.StateSuffix))
+	fmt.Fprintf(&b, "  retained jobs:    %d\n", len(in.Jobs))
+	if in.Manual {
+		plan := None
+		if in.Plan != nil {
+			plan = fmt.Sprintf("%s (inputs %s)", in.Plan.PlanHash, in.Plan.InputsHash)
+		}
+		fmt.Fprintf(&b, "  apply policy:     Manual; current plan %s; approved %s\n", plan, orNone(in.ApprovedPlan))
+	}
+	if in.InterruptedApply != "" {
+		fmt.Fprintf(&b, "  interrupted:      apply Job %s disappeared while it ran\n", in.InterruptedApply)
+	}
+	if !in.Mutable {
+		fmt.Fprintf(&b, "  mutable:          no (a provisioned machine's inputs are not applied again)\n")
+	}
+	var windows []string
+	for _, op := range jobs.Ops() {
+		if win, active := jobs.Backoff(in.Jobs, op, in.Limits, in.Now); win.Failures > 0 {
+			state := "passed"
+			if active {
+				state = "open, retry " + Until(win.RetryAfter, in.Now)
+			}
+			windows = append(windows, fmt.Sprintf("%s: %d failure(s), delay %s, %s", op, win.Failures, win.Delay, state))
+		}
+	}
+	if len(windows) > 0 {
+		fmt.Fprintf(&b, "  backoff windows:  %s\n", strings.Join(windows, "; "))
+	}
+	_, err := io.WriteString(out, b.String())
+	return err
+}
