@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,49 +31,16 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	runsv1alpha1 "github.com/captf/captf/apis/runs/v1alpha1"
-	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/system"
-	"github.com/captf/captf/test/testenv"
 )
 
-var (
-	sys        *system.System
-	skipReason string
-	namespaces atomic.Int32
-)
+// sys is the system every test of this binary drives.
+var sys *system.System
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	needed := append(testenv.Options{ControllerManager: true}.Binaries(), testenv.TofuBinary)
-	if missing := testenv.MissingBinaries(needed...); len(missing) > 0 {
-		if testenv.InCI() {
-			fmt.Fprintf(os.Stderr, "e2e: binaries missing from bin/: %v\n", missing)
-			return 1
-		}
-		skipReason = fmt.Sprintf("binaries missing from bin/: %v (run `make tools`)", missing)
-		return m.Run()
-	}
-	ctx := context.Background()
-	s, err := system.Start(ctx, system.Options{})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: starting the system: %v\n", err)
-		_ = s.Stop()
-		return 1
-	}
-	sys = s
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "controller log:\n%s\napiserver log:\n%s\n", s.Log("controller"), s.Log("apiserver"))
-	}
-	if err := s.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-	}
-	return code
+	os.Exit(system.Main(m, system.Options{}))
 }
 
 // suite is one test's view of the system: an admin client and its own namespace.
@@ -87,18 +53,9 @@ type suite struct {
 
 func newSuite(t *testing.T) *suite {
 	t.Helper()
-	if sys == nil {
-		t.Skip(skipReason)
-	}
-	c, err := client.New(sys.Env.Config, client.Options{Scheme: controller.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &suite{t: t, ctx: context.Background(), c: c, ns: fmt.Sprintf("e2e-%d", namespaces.Add(1))}
-	if err := c.Create(s.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	sys = system.Get(t)
+	c, ns := sys.NewNamespace(t, "e2e")
+	return &suite{t: t, ctx: context.Background(), c: c, ns: ns}
 }
 
 func (s *suite) cluster(name string, variables string, mutate ...func(*infrav1.TerraformCluster)) *infrav1.TerraformCluster {

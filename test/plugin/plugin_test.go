@@ -13,11 +13,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,16 +25,12 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	runsv1alpha1 "github.com/captf/captf/apis/runs/v1alpha1"
-	"github.com/captf/captf/controller"
 	"github.com/captf/captf/test/system"
-	"github.com/captf/captf/test/testenv"
 )
 
 var (
-	sys        *system.System
-	plugin     string
-	skipReason string
-	namespaces atomic.Int32
+	sys    *system.System
+	plugin string
 )
 
 func TestMain(m *testing.M) {
@@ -44,15 +38,6 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	needed := append(testenv.Options{ControllerManager: true}.Binaries(), testenv.TofuBinary)
-	if missing := testenv.MissingBinaries(needed...); len(missing) > 0 {
-		if testenv.InCI() {
-			fmt.Fprintf(os.Stderr, "plugin: binaries missing from bin/: %v\n", missing)
-			return 1
-		}
-		skipReason = fmt.Sprintf("binaries missing from bin/: %v (run `make tools`)", missing)
-		return m.Run()
-	}
 	dir, err := os.MkdirTemp("", "kubectl-captf-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "plugin: %v\n", err)
@@ -65,22 +50,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "plugin: building kubectl-captf: %v\n%s", err, out)
 		return 1
 	}
-	ctx := context.Background()
-	s, err := system.Start(ctx, system.Options{})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "plugin: starting the system: %v\n", err)
-		_ = s.Stop()
-		return 1
-	}
-	sys = s
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "controller log:\n%s\napiserver log:\n%s\n", s.Log("controller"), s.Log("apiserver"))
-	}
-	if err := s.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "plugin: %v\n", err)
-	}
-	return code
+	return system.Main(m, system.Options{})
 }
 
 // suite is one test's namespace and an admin client.
@@ -93,18 +63,9 @@ type suite struct {
 
 func newSuite(t *testing.T) *suite {
 	t.Helper()
-	if sys == nil {
-		t.Skip(skipReason)
-	}
-	c, err := client.New(sys.Env.Config, client.Options{Scheme: controller.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &suite{t: t, ctx: context.Background(), c: c, ns: fmt.Sprintf("plugin-%d", namespaces.Add(1))}
-	if err := c.Create(s.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	sys = system.Get(t)
+	c, ns := sys.NewNamespace(t, "plugin")
+	return &suite{t: t, ctx: context.Background(), c: c, ns: ns}
 }
 
 // result is one run of the plugin.
