@@ -70,6 +70,9 @@ type agent struct {
 	bindQueue   workqueue.TypedRateLimitingInterface[string]
 	syncQueue   workqueue.TypedRateLimitingInterface[string]
 
+	// logsPort is where the agent serves container logs, reported as the kubelet endpoint.
+	logsPort int32
+
 	mu sync.Mutex
 	// workers run the pods whose processes this agent owns, by UID.
 	workers map[types.UID]*podWorker
@@ -93,6 +96,11 @@ func (a *agent) run(ctx context.Context) error {
 	if err := os.MkdirAll(a.podsDir(), 0o755); err != nil {
 		return fmt.Errorf("nodeagent: %w", err)
 	}
+	port, err := a.serveLogs(ctx)
+	if err != nil {
+		return fmt.Errorf("nodeagent: serving logs: %w", err)
+	}
+	a.logsPort = int32(port)
 	if err := a.registerNode(ctx); err != nil {
 		return fmt.Errorf("nodeagent: registering node %s: %w", a.cfg.NodeName, err)
 	}

@@ -58,6 +58,8 @@ func (a *agent) nodeStatus(ready bool) corev1.NodeStatus {
 		Phase:       corev1.NodeRunning,
 		Conditions:  a.nodeConditions(ready, metav1.Now()),
 		Addresses:   addresses,
+		// The API server asks the "kubelet" here for pods/log.
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: a.logsPort}},
 		NodeInfo: corev1.NodeSystemInfo{
 			OperatingSystem:         goruntime.GOOS,
 			Architecture:            goruntime.GOARCH,
