@@ -151,6 +151,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	if missing := MissingBinaries(opts.Binaries()...); len(missing) > 0 {
 		return nil, fmt.Errorf("binaries missing from %s: %v (run `make tools`)", binDir, missing)
 	}
+	reapOrphans(binDir)
 	dir, err := os.MkdirTemp("", "captf-env-")
 	if err != nil {
 		return nil, err
