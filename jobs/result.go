@@ -123,7 +123,7 @@ var ErrSummaryTooLarge = errors.New("result summary too large")
 func EncodeSummary(s Summary) (string, error) {
 	s = normalizeSummary(s)
 	for {
-		b, err := compactJSON(s)
+		b, err := CanonicalJSON(s)
 		if err != nil {
 			return "", fmt.Errorf("encoding result summary: %w", err)
 		}
@@ -217,7 +217,7 @@ func capResources(in []ResourceChange, limit int, truncated bool) ([]ResourceCha
 func dropTail[T any](s []T, excess int) []T {
 	removed := 0
 	for len(s) > 0 && (removed == 0 || removed < excess) {
-		b, _ := compactJSON(s[len(s)-1])
+		b, _ := CanonicalJSON(s[len(s)-1])
 		removed += len(b) + 1
 		s = s[:len(s)-1]
 	}
@@ -228,16 +228,18 @@ func dropTail[T any](s []T, excess int) []T {
 func dropHead[T any](s []T, excess int) []T {
 	removed := 0
 	for len(s) > 0 && (removed == 0 || removed < excess) {
-		b, _ := compactJSON(s[0])
+		b, _ := CanonicalJSON(s[0])
 		removed += len(b) + 1
 		s = s[1:]
 	}
 	return s
 }
 
-// compactJSON encodes v without HTML escaping, which would only inflate addresses and messages
-// that nothing renders as HTML.
-func compactJSON(v any) ([]byte, error) {
+// CanonicalJSON encodes v as compact JSON with sorted object keys (as encoding/json writes maps)
+// and without HTML escaping, which would only inflate addresses and messages that nothing
+// renders as HTML. The inputs hash, the plan hash and the result annotation all use it, so the
+// same value always has the same bytes.
+func CanonicalJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

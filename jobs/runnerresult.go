@@ -143,7 +143,7 @@ var ErrRunnerResultTooLarge = errors.New("runner result too large")
 func EncodeRunnerResult(r RunnerResult) ([]byte, error) {
 	r = normalizeRunnerResult(r)
 	for {
-		b, err := compactJSON(r)
+		b, err := CanonicalJSON(r)
 		if err != nil {
 			return nil, fmt.Errorf("encoding runner result: %w", err)
 		}

@@ -132,7 +132,7 @@ func TestEncodeRunnerResultDropOrder(t *testing.T) {
 				}
 				for {
 					r.Image.Ref += "r"
-					b, _ := compactJSON(r)
+					b, _ := CanonicalJSON(r)
 					if len(b) > MaxRunnerResultBytes {
 						return r
 					}

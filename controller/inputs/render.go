@@ -13,6 +13,8 @@ import (
 	"sort"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/captf/captf/jobs"
 )
 
 // File names of the rendered inputs, as the runner finds them in /captf/config.
@@ -108,7 +110,7 @@ func Render(image string, variables []byte, path *field.Path) (Rendered, error) 
 	if len(variableBlocks) > 0 {
 		root["variable"] = variableBlocks
 	}
-	main, err := canonical(root)
+	main, err := jobs.CanonicalJSON(root)
 	if err != nil {
 		return Rendered{}, fmt.Errorf("rendering %s: %w", MainFile, err)
 	}
@@ -122,7 +124,7 @@ func Render(image string, variables []byte, path *field.Path) (Rendered, error) 
 		}
 		canonicalVars[name] = value
 	}
-	varsFile, err := canonical(canonicalVars)
+	varsFile, err := jobs.CanonicalJSON(canonicalVars)
 	if err != nil {
 		return Rendered{}, fmt.Errorf("rendering %s: %w", VarsFile, err)
 	}
@@ -141,15 +143,4 @@ func Hash(image string, main, vars []byte) string {
 		h.Write(part)
 	}
 	return HashPrefix + hex.EncodeToString(h.Sum(nil))
-}
-
-// canonical encodes v as JSON with sorted object keys and no HTML escaping.
-func canonical(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +12,8 @@ import (
 	"strings"
 
 	tfjson "github.com/hashicorp/terraform-json"
+
+	"github.com/captf/captf/jobs"
 )
 
 // HashPrefix versions the plan hash: p2 is keyed (HMAC) and binds the effect of each change.
@@ -47,7 +48,7 @@ func Lines(p *tfjson.Plan, key []byte) ([]string, error) {
 	}
 	var lines []string
 	line := func(address string, actions tfjson.Actions, effect map[string]any) error {
-		doc, err := canonicalJSON(effect)
+		doc, err := jobs.CanonicalJSON(effect)
 		if err != nil {
 			return fmt.Errorf("encoding the effect of %s: %w", address, err)
 		}
@@ -268,19 +269,7 @@ func clonePath(path []any) []any {
 }
 
 func equalJSON(a, b any) bool {
-	ja, errA := canonicalJSON(a)
-	jb, errB := canonicalJSON(b)
+	ja, errA := jobs.CanonicalJSON(a)
+	jb, errB := jobs.CanonicalJSON(b)
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
-}
-
-// canonicalJSON encodes v with sorted object keys, numbers as their literal text (json.Number)
-// and no HTML escaping.
-func canonicalJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
