@@ -299,9 +299,9 @@ func describe(b *booked) string {
 	return msg
 }
 
-// afterStatusPatch finishes what the status patch made durable: the bookkept marks, then once
-// per Job the events and metrics, the per-run Secret's deletion and the Lease's release, and
-// last the pruning of history beyond the limits.
+// afterStatusPatch finishes what the status patch made durable: for each booked Job the
+// per-run Secret's deletion, the bookkept mark, then once per Job the events and metrics and the
+// Lease's release, and last the pruning of history beyond the limits.
 func (p *pass) afterStatusPatch(ctx context.Context) error {
 	if len(p.booked) == 0 {
 		return nil
@@ -317,6 +317,11 @@ func (p *pass) afterStatusPatch(ctx context.Context) error {
 		if _, done := current.Annotations[jobs.AnnotationBookkept]; done {
 			continue // another pass booked it first
 		}
+		// The per-run Secret goes before the mark: the mark says it is gone, and a booked Job is
+		// never looked at again, so a Secret deleted after it could outlive a crash.
+		if err := p.r.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: current.Namespace, Name: jobs.RunSecretName(current.Name)}}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the per-run Secret of %s: %w", current.Name, err)
+		}
 		patch := client.MergeFromWithOptions(current.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		if current.Annotations == nil {
 			current.Annotations = map[string]string{}
@@ -331,9 +336,6 @@ func (p *pass) afterStatusPatch(ctx context.Context) error {
 			return fmt.Errorf("marking Job %s bookkept: %w", b.job.Name, err)
 		}
 		p.announce(&b)
-		if err := p.r.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: current.Namespace, Name: jobs.RunSecretName(current.Name)}}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting the per-run Secret of %s: %w", current.Name, err)
-		}
 		if err := p.releaseLease(ctx, current.Name); err != nil {
 			logf.FromContext(ctx).Error(err, "giving back the run Lease", "job", current.Name)
 		}

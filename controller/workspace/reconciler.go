@@ -89,6 +89,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	p := r.newPass(obj)
 	before := obj.DeepCopyObject().(client.Object)
 	result, runErr := p.run(ctx)
+	if runErr != nil {
+		// A pass that failed part-way booked nothing for good: marks written now would say a
+		// Job's result is recorded when it is not, and it would never be read again.
+		p.booked = nil
+	}
 
 	// One status patch per pass, and only when something changed, so a converged object costs
 	// no write.

@@ -39,6 +39,10 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if active := p.activeJob(); active != nil {
 		return p.watchActive(ctx, active)
 	}
+	if status.ActiveJob != nil && p.hasJob(status.ActiveJob.Name) {
+		// The Job status names is finished and booked; only the status was not yet cleared.
+		status.ActiveJob = nil
+	}
 	if status.ActiveJob != nil {
 		// The status names a Job the cache does not have: lag, or a Job gone while it ran.
 		var job batchv1.Job
@@ -88,6 +92,16 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 	}
 	return p.start(ctx, d, rendered, in.InterruptedApply)
+}
+
+// hasJob reports whether the object's listed Jobs include name.
+func (p *pass) hasJob(name string) bool {
+	for i := range p.jobs {
+		if p.jobs[i].Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // activeJob returns the newest Job of the object that has not finished.
