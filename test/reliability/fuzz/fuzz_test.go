@@ -1,0 +1,117 @@
+// Package fuzz holds fuzz targets for the input parsers reachable from outside: the PlanApproval
+// body the aggregated API server validates, and the approval check over arbitrary captf.io
+// annotations. `go test` runs their seed corpora; `make fuzz` fuzzes them.
+package fuzz
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+
+	"github.com/captf/captf/apis/runs"
+	"github.com/captf/captf/apis/runs/install"
+	"github.com/captf/captf/apis/runs/validation"
+	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/registry"
+)
+
+var codecs = func() serializer.CodecFactory {
+	scheme := runtime.NewScheme()
+	install.Install(scheme)
+	return serializer.NewCodecFactory(scheme)
+}()
+
+// FuzzPlanApprovalBody decodes a request body as the API server does (versioned JSON into the
+// internal PlanApproval) and validates it against a plan name. It never panics, and a body it
+// accepts quotes a well-formed hash of bounded length under the plan's name or none.
+func FuzzPlanApprovalBody(f *testing.F) {
+	for _, seed := range []string{
+		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","metadata":{"name":"p"},"spec":{"planHash":"p2:abcdef"}}`,
+		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{"planHash":"h1:00"}}`,
+		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","metadata":{"name":"other"},"spec":{"planHash":"p2:ab"}}`,
+		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{}}`,
+		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"Plan","spec":{"planHash":"p2:ab"}}`,
+		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{"planHash":12}}`,
+		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{"planHash":"p2:` + strings.Repeat("f", 200) + `"}}`,
+		`{"kind":"PlanApproval"}`, `null`, `[]`, `{`, ``,
+	} {
+		f.Add([]byte(seed), "p")
+	}
+	decoder := codecs.UniversalDecoder()
+	f.Fuzz(func(t *testing.T, body []byte, plan string) {
+		into := &runs.PlanApproval{}
+		obj, _, err := decoder.Decode(body, nil, into)
+		if err != nil {
+			return // a clear decoding error
+		}
+		approval, ok := obj.(*runs.PlanApproval)
+		if !ok {
+			return // another kind: the REST handler refuses it
+		}
+		if errs := validation.ValidatePlanApproval(approval, plan); len(errs) == 0 {
+			hash := approval.Spec.PlanHash
+			if hash == "" || len(hash) > validation.MaxHashLength || !(strings.HasPrefix(hash, "p2:") || strings.HasPrefix(hash, "h1:")) {
+				t.Fatalf("accepted hash %q", hash)
+			}
+			if approval.Name != "" && approval.Name != plan {
+				t.Fatalf("accepted name %q for plan %q", approval.Name, plan)
+			}
+		} else {
+			for _, e := range errs {
+				if e.Field == "" || e.Error() == "" {
+					t.Fatalf("an error without a field path: %v", e)
+				}
+			}
+		}
+	})
+}
+
+// FuzzApprovalCheck decides approvals of a succeeded plan Job under arbitrary captf.io
+// annotations on the owner and an arbitrary quoted hash. It never panics, and it allows only an
+// approval that quotes the plan's own hash, writing exactly that hash.
+func FuzzApprovalCheck(f *testing.F) {
+	f.Add("p2:abc", "", "", "", "2026-11-30T15:00:00Z", "p2:abc", "alice")
+	f.Add("p2:abc", "garbage", "h1:zz", "bob", "yesterday", "p2:abd", "alice")
+	f.Add("", "p2:abc", "", "", "", "p2:abc", "")
+	f.Add("p2:abc", "p2:abc", "", "mallory", "0000", "h1:abc", "x")
+	f.Fuzz(func(t *testing.T, planHash, approvePlan, approveDestructive, approvedBy, approvedAt, quoted, user string) {
+		now := time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)
+		summary := jobs.Summary{Outcome: jobs.OutcomeSucceeded, FinishedAt: &metav1.Time{Time: now}}
+		if planHash != "" {
+			summary.Plan = &jobs.PlanSummary{Hash: planHash}
+		}
+		encoded, err := jobs.EncodeSummary(summary)
+		if err != nil {
+			return
+		}
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{
+			Name: "captf-c-x-plan-a1-abcdef", Namespace: "ns", CreationTimestamp: metav1.NewTime(now.Add(-time.Minute)),
+			Labels:      map[string]string{jobs.LabelOp: string(jobs.OpPlan), jobs.LabelAttempt: "1"},
+			Annotations: map[string]string{jobs.AnnotationBookkept: "true", jobs.AnnotationResult: encoded},
+		}}
+		annotations := map[string]string{
+			jobs.AnnotationApprovePlan: approvePlan, jobs.AnnotationApproveDestructivePlan: approveDestructive,
+			jobs.AnnotationApprovedBy: approvedBy, jobs.AnnotationApprovedAt: approvedAt,
+		}
+		var current *jobs.CurrentPlan
+		if planHash != "" {
+			current = &jobs.CurrentPlan{PlanHash: planHash, Job: job.Name}
+		}
+		owner := registry.PlanOwnerOf(annotations, current)
+		d := jobs.PlanApprovalCheck(job, []batchv1.Job{*job}, owner, quoted, user, now)
+		if d.Verdict == jobs.ApprovalAllowed {
+			for k, v := range d.Annotations {
+				if k == jobs.AnnotationApprovePlan && v != quoted {
+					t.Fatalf("allowed quoting %q but writes %s=%q", quoted, k, v)
+				}
+			}
+		}
+		_, _ = json.Marshal(d)
+	})
+}

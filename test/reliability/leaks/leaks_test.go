@@ -1,0 +1,267 @@
+// Package leaks runs the whole system (test/system: real controller, aggregated API server, node
+// agent, OpenTofu) through a Manual cluster whose variables carry unique marker strings: a
+// first apply, a plan, bad approval bodies, an approval and the approved apply. Then it scans
+// every Run and Plan (through the aggregator), every Event, every Job's annotations and labels
+// and the controller's and API server's whole logs for the markers and for the plan key's bytes
+// (raw, hex, base64), and checks that no per-run Secret outlives its booked Job.
+package leaks
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	runsv1alpha1 "github.com/captf/captf/apis/runs/v1alpha1"
+	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/test/reliability/rel"
+	"github.com/captf/captf/test/system"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(system.Main(m, system.Options{}))
+}
+
+func TestSecretsNeverLeak(t *testing.T) {
+	sys := system.Get(t)
+	start := time.Now()
+	ctx := context.Background()
+	c, ns := sys.NewNamespace(t, "leaks")
+	kube := kubernetes.NewForConfigOrDie(sys.Env.Config)
+	markers := []string{"mk1-" + fmt.Sprint(time.Now().UnixNano()) + "-zq", "mk2-" + fmt.Sprint(time.Now().UnixNano()) + "-xj"}
+
+	tc := &infrav1.TerraformCluster{}
+	tc.Name, tc.Namespace = "secret", ns
+	tc.Spec.Source.Image = system.SampleNoopImage
+	tc.Spec.ApplyPolicy = infrav1.ApplyPolicyManual
+	tc.Spec.Drift.IntervalSeconds = ptr.To[int64](0)
+	tc.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf(`{"name":%q}`, markers[0]))}
+	if err := c.Create(ctx, tc); err != nil {
+		t.Fatal(err)
+	}
+	runsPath := fmt.Sprintf("/apis/runs.captf.io/v1alpha1/namespaces/%s/runs", ns)
+	plansPath := fmt.Sprintf("/apis/runs.captf.io/v1alpha1/namespaces/%s/plans", ns)
+	getRuns := func() runsv1alpha1.RunList {
+		var list runsv1alpha1.RunList
+		raw, err := kube.RESTClient().Get().AbsPath(runsPath).DoRaw(ctx)
+		if err == nil {
+			err = json.Unmarshal(raw, &list)
+		}
+		if err != nil {
+			t.Logf("listing runs: %v", err)
+		}
+		return list
+	}
+	waitRun := func(op jobs.Op, attempt int32) runsv1alpha1.Run {
+		var found runsv1alpha1.Run
+		err := rel.Poll(3*time.Minute, func() (bool, error) {
+			for _, r := range getRuns().Items {
+				if r.Spec.Operation == string(op) && r.Spec.Attempt == attempt && r.Status.Phase == runsv1alpha1.RunPhaseSucceeded {
+					found = r
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Fatalf("%s attempt %d never succeeded: %v\n%s", op, attempt, err, sys.Log("controller"))
+		}
+		return found
+	}
+	waitRun(jobs.OpApply, 1)
+	patch := fmt.Sprintf(`{"spec":{"variables":{"name":%q,"size":%q}}}`, markers[0], markers[1])
+	if err := c.Patch(ctx, tc, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	planRun := waitRun(jobs.OpPlan, 1)
+	var plan runsv1alpha1.Plan
+	if err := rel.Poll(time.Minute, func() (bool, error) {
+		raw, err := kube.RESTClient().Get().AbsPath(plansPath, planRun.Name).DoRaw(ctx)
+		if err != nil {
+			return false, err
+		}
+		if err := json.Unmarshal(raw, &plan); err != nil {
+			return false, err
+		}
+		return plan.Status.PlanHash != "", nil
+	}); err != nil {
+		t.Fatalf("plan %s has no hash: %v", planRun.Name, err)
+	}
+
+	// Bad approval bodies: each a clear 4xx, nothing written on the object.
+	before := &infrav1.TerraformCluster{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(tc), before); err != nil {
+		t.Fatal(err)
+	}
+	approvalPath := plansPath + "/" + planRun.Name + "/approval"
+	body := func(kind, name, hash string) string {
+		return fmt.Sprintf(`{"apiVersion":"runs.captf.io/v1alpha1","kind":%q,"metadata":{"name":%q},"spec":{"planHash":%q}}`, kind, name, hash)
+	}
+	bad := map[string]string{
+		"wrong hash":     body("PlanApproval", planRun.Name, "p2:"+strings.Repeat("0", 64)),
+		"inputs hash":    body("PlanApproval", planRun.Name, "h1:"+strings.Repeat("0", 64)),
+		"garbage hash":   body("PlanApproval", planRun.Name, "not a hash"),
+		"wrong name":     body("PlanApproval", "someone-else", plan.Status.PlanHash),
+		"missing spec":   `{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","metadata":{"name":"` + planRun.Name + `"}}`,
+		"empty hash":     body("PlanApproval", planRun.Name, ""),
+		"wrong kind":     body("Plan", planRun.Name, plan.Status.PlanHash),
+		"not JSON":       `{"apiVersion":`,
+		"huge body":      body("PlanApproval", planRun.Name, "p2:"+strings.Repeat("a", 4<<20)),
+		"oversize hash":  body("PlanApproval", planRun.Name, "p2:"+strings.Repeat("a", 200)),
+		"number as hash": `{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{"planHash":7}}`,
+	}
+	for what, b := range bad {
+		_, err := kube.RESTClient().Post().AbsPath(approvalPath).SetHeader("Content-Type", "application/json").Body([]byte(b)).DoRaw(ctx)
+		var status apierrors.APIStatus
+		code := 0
+		if se, ok := err.(apierrors.APIStatus); ok {
+			status = se
+			code = int(status.Status().Code)
+		}
+		if err == nil || code < 400 || code >= 500 {
+			t.Errorf("approval with %s: code %d, err %v; want a 4xx", what, code, err)
+		}
+	}
+	after := &infrav1.TerraformCluster{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(tc), after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Annotations[jobs.AnnotationApprovePlan] != "" || after.ResourceVersion != before.ResourceVersion && after.Generation != before.Generation {
+		t.Errorf("a rejected approval changed the object: annotations %v", after.Annotations)
+	}
+
+	good := body("PlanApproval", planRun.Name, plan.Status.PlanHash)
+	if _, err := kube.RESTClient().Post().AbsPath(approvalPath).SetHeader("Content-Type", "application/json").Body([]byte(good)).DoRaw(ctx); err != nil {
+		t.Fatalf("approving: %v", err)
+	}
+	waitRun(jobs.OpApply, 2)
+
+	// Every Job booked, and no per-run Secret left.
+	if err := rel.Poll(time.Minute, func() (bool, error) {
+		var list batchv1.JobList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, j := range list.Items {
+			if j.Annotations[jobs.AnnotationBookkept] != "true" {
+				return false, fmt.Errorf("Job %s not booked", j.Name)
+			}
+		}
+		var secrets corev1.SecretList
+		if err := c.List(ctx, &secrets, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, s := range secrets.Items {
+			if strings.HasPrefix(s.Name, "captf-run-") {
+				return false, fmt.Errorf("per-run Secret %s outlived its booked Job", s.Name)
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The needles: the markers and the plan key in every encoding.
+	var key corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: jobs.PlanKeySecretName(jobs.KindCluster, tc.Name)}, &key); err != nil {
+		t.Fatalf("reading the plan key: %v", err)
+	}
+	needles := map[string]string{}
+	for i, m := range markers {
+		needles[fmt.Sprintf("marker %d", i+1)] = m
+	}
+	for k, v := range key.Data {
+		if len(v) < 8 {
+			t.Fatalf("plan key %s has %d bytes", k, len(v))
+		}
+		needles["plan key raw"] = string(v)
+		needles["plan key hex"] = hex.EncodeToString(v)
+		needles["plan key HEX"] = strings.ToUpper(hex.EncodeToString(v))
+		needles["plan key base64"] = base64.StdEncoding.EncodeToString(v)
+		needles["plan key base64url"] = base64.RawURLEncoding.EncodeToString(v)
+		needles["plan key base64 (no padding)"] = base64.RawStdEncoding.EncodeToString(v)
+	}
+
+	haystacks := map[string]string{}
+	raw, err := kube.RESTClient().Get().AbsPath(runsPath).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	haystacks["runs"] = string(raw)
+	if raw, err = kube.RESTClient().Get().AbsPath(plansPath).DoRaw(ctx); err != nil {
+		t.Fatal(err)
+	}
+	haystacks["plans"] = string(raw)
+	var evs eventsv1.EventList
+	if err := c.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(evs)
+	haystacks["events"] = string(b)
+	var coreEvs corev1.EventList
+	if err := c.List(ctx, &coreEvs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = json.Marshal(coreEvs)
+	haystacks["core events"] = string(b)
+	var jobList batchv1.JobList
+	if err := c.List(ctx, &jobList, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobList.Items {
+		b, _ := json.Marshal(map[string]any{"annotations": j.Annotations, "labels": j.Labels})
+		haystacks["Job "+j.Name+" metadata"] = string(b)
+	}
+	var obj infrav1.TerraformCluster
+	if err := c.Get(ctx, client.ObjectKeyFromObject(tc), &obj); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = json.Marshal(obj.Status)
+	haystacks["cluster status"] = string(b)
+	b, _ = json.Marshal(obj.Annotations)
+	haystacks["cluster annotations"] = string(b)
+	for _, name := range []string{"controller", "apiserver"} {
+		data, err := os.ReadFile(filepath.Join(sys.LogDir, name+".log"))
+		if err != nil {
+			t.Fatalf("reading the %s log: %v", name, err)
+		}
+		haystacks[name+" log"] = string(data)
+	}
+	// Positive control: the scanner finds the markers where they belong, in the spec.
+	spec, _ := json.Marshal(obj.Spec)
+	if !strings.Contains(string(spec), markers[0]) || !strings.Contains(string(spec), markers[1]) {
+		t.Fatalf("the markers are not in the spec: %s", spec)
+	}
+	bytes := 0
+	for where, hay := range haystacks {
+		bytes += len(hay)
+		for what, needle := range needles {
+			if strings.Contains(hay, needle) {
+				t.Errorf("%s found in %s", what, where)
+			}
+		}
+	}
+	if len(events(haystacks)) == 0 {
+		t.Error("no events scanned")
+	}
+	t.Logf("FIGURE leaks: %d needles (2 markers, the plan key in %d encodings) absent from %d haystacks (%d KB: runs, plans, events, %d Jobs' metadata, cluster status, controller and apiserver logs); %d bad approval bodies answered 4xx; 0 per-run Secrets left; %s",
+		len(needles), len(needles)-2, len(haystacks), bytes/1024, len(jobList.Items), len(bad), time.Since(start).Round(time.Second))
+}
+
+func events(h map[string]string) string { return h["events"] + h["core events"] }

@@ -1,0 +1,308 @@
+// Package load puts the aggregated API server of the whole system (test/system) under 50
+// concurrent watch clients and 20 list requests per second on runs, against N retained Jobs,
+// while the controller churns real runs of another cluster; it asserts zero errors and reports
+// the API server's peak memory. CAPTF_LOAD_JOBS and CAPTF_LOAD_SECONDS size it (defaults 300
+// Jobs and 10 s, which fit the test budget; the issue's full size is 10,000 and 60). The lists
+// are issued at 20/s; the figure reports how many the server completed.
+package load
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/workspace"
+	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/test/system"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(system.Main(m, system.Options{}))
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// apiserverPID finds the aggregated API server the system started, by its binary path.
+func apiserverPID(bin string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.HasPrefix(string(cmd), bin+"\x00") {
+			return pid
+		}
+	}
+	return 0
+}
+
+// memKB reads a field (VmRSS, VmHWM) of /proc/<pid>/status in KB.
+func memKB(pid int, field string) int {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), field+":"); ok {
+			n, _ := strconv.Atoi(strings.Fields(v)[0])
+			return n
+		}
+	}
+	return 0
+}
+
+func TestWatchAndListUnderLoad(t *testing.T) {
+	sys := system.Get(t)
+	ctx := context.Background()
+	nJobs, seconds := envInt("CAPTF_LOAD_JOBS", 300), envInt("CAPTF_LOAD_SECONDS", 10)
+	c, ns := sys.NewNamespace(t, "load")
+	cfg := rest.CopyConfig(sys.Env.Config)
+	cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"
+	cfg.QPS, cfg.Burst = 1000, 1000
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	pid := apiserverPID(filepath.Join(sys.BinDir, "apiserver"))
+	if pid == 0 {
+		t.Fatalf("no aggregated API server process of %s", sys.BinDir)
+	}
+
+	// Owners, paused so the controller leaves their Jobs alone; 100 Jobs each.
+	setup := time.Now()
+	owners := (nJobs + 99) / 100
+	var ownerObjs []*infrav1.TerraformCluster
+	for i := 0; i < owners; i++ {
+		tc := &infrav1.TerraformCluster{}
+		tc.Name, tc.Namespace = fmt.Sprintf("o%d", i), ns
+		tc.Annotations = map[string]string{workspace.PausedAnnotation: "true"}
+		tc.Spec.Source.Image = system.SampleNoopImage
+		tc.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(`{"name":"o"}`)}
+		if err := c.Create(ctx, tc); err != nil {
+			t.Fatal(err)
+		}
+		ownerObjs = append(ownerObjs, tc)
+	}
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var createMu sync.Mutex
+	var createErr error
+	storeErr := func(err error) { createMu.Lock(); createErr = err; createMu.Unlock() }
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				owner := ownerObjs[i/100]
+				attempt := int32(i%100 + 1)
+				name, _ := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: owner.Name, Op: jobs.OpApply, Attempt: attempt, InputsHash: "h1:load"})
+				job := &batchv1.Job{
+					ObjectMeta: metav1.ObjectMeta{
+						Name: name, Namespace: ns, Labels: jobs.Labels(jobs.KindCluster, owner.Name, "", jobs.OpApply, attempt),
+						Annotations:     map[string]string{jobs.AnnotationInputsHash: "h1:load"},
+						OwnerReferences: []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: string(jobs.KindCluster), Name: owner.Name, UID: owner.UID, Controller: ptr.To(true)}},
+					},
+					Spec: batchv1.JobSpec{
+						BackoffLimit: ptr.To[int32](0), Suspend: ptr.To(true),
+						Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "runner", Image: "example.invalid/runner:1"}}}},
+					},
+				}
+				created, err := kube.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+				if err != nil {
+					storeErr(err)
+					continue
+				}
+				// Its per-run Secret, so the controller never takes it for a Job that cannot start.
+				secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+					Name: jobs.RunSecretName(name), Namespace: ns,
+					OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(created, batchv1.SchemeGroupVersion.WithKind("Job"))},
+				}}
+				if _, err := kube.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+					storeErr(err)
+				}
+			}
+		}()
+	}
+	for i := 0; i < nJobs; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if createErr != nil {
+		t.Fatalf("creating Jobs: %v", createErr)
+	}
+	runsPath := fmt.Sprintf("/apis/runs.captf.io/v1alpha1/namespaces/%s/runs", ns)
+	countRuns := func() (int, error) {
+		raw, err := kube.RESTClient().Get().AbsPath(runsPath).DoRaw(ctx)
+		if err != nil {
+			return 0, err
+		}
+		var list struct{ Items []json.RawMessage }
+		err = json.Unmarshal(raw, &list)
+		return len(list.Items), err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		n, err := countRuns()
+		if err == nil && n >= nJobs {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the API server shows %d of %d runs (%v)", n, nJobs, err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the server's cache with a deadline
+	}
+	setupTime := time.Since(setup)
+
+	// The churn: a live cluster whose inputs change every few seconds, run by real Jobs.
+	churn := &infrav1.TerraformCluster{}
+	churn.Name, churn.Namespace = "churn", ns
+	churn.Spec.Source.Image = system.SampleNoopImage
+	churn.Spec.Drift.IntervalSeconds = ptr.To[int64](0)
+	churn.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(`{"name":"churn"}`)}
+	if err := c.Create(ctx, churn); err != nil {
+		t.Fatal(err)
+	}
+
+	loadCtx, stop := context.WithTimeout(ctx, time.Duration(seconds)*time.Second)
+	defer stop()
+	var errs, lists, watchEvents, watchOpens atomic.Int64
+	var errMu sync.Mutex
+	var firstErr error
+	fail := func(err error) {
+		errs.Add(1)
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		errMu.Unlock()
+	}
+	var load sync.WaitGroup
+	for w := 0; w < 50; w++ {
+		load.Add(1)
+		go func() {
+			defer load.Done()
+			for loadCtx.Err() == nil {
+				watchOpens.Add(1)
+				stream, err := kube.RESTClient().Get().AbsPath(runsPath).Param("watch", "true").Stream(loadCtx)
+				if err != nil {
+					if loadCtx.Err() == nil {
+						fail(fmt.Errorf("opening a watch: %w", err))
+					}
+					return
+				}
+				dec := json.NewDecoder(stream)
+				for {
+					var ev struct {
+						Type   string
+						Object json.RawMessage
+					}
+					if err := dec.Decode(&ev); err != nil {
+						if loadCtx.Err() == nil && !strings.Contains(err.Error(), "EOF") {
+							fail(fmt.Errorf("decoding a watch event: %w", err))
+						}
+						break // closed by the deadline or the server's watch timeout
+					}
+					if ev.Type == "ERROR" {
+						fail(fmt.Errorf("watch error event: %s", ev.Object))
+						break
+					}
+					watchEvents.Add(1)
+				}
+				stream.Close()
+			}
+		}()
+	}
+	load.Add(1)
+	go func() {
+		defer load.Done()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		var inflight sync.WaitGroup
+		defer inflight.Wait()
+		for {
+			select {
+			case <-loadCtx.Done():
+				return
+			case <-tick.C:
+				inflight.Add(1)
+				go func() {
+					defer inflight.Done()
+					n, err := countRuns()
+					if err != nil {
+						if loadCtx.Err() == nil {
+							fail(fmt.Errorf("listing runs: %w", err))
+						}
+						return
+					}
+					if n < nJobs {
+						fail(fmt.Errorf("a list returned %d runs, want at least %d", n, nJobs))
+					}
+					lists.Add(1)
+				}()
+			}
+		}
+	}()
+	peakRSS := 0
+	changes := 0
+	sample := time.NewTicker(500 * time.Millisecond)
+	churnTick := time.NewTicker(3 * time.Second)
+loop:
+	for {
+		select {
+		case <-loadCtx.Done():
+			break loop
+		case <-sample.C:
+			peakRSS = max(peakRSS, memKB(pid, "VmRSS"))
+		case <-churnTick.C:
+			changes++
+			patch := fmt.Sprintf(`{"spec":{"variables":{"name":"churn","size":"s%d"}}}`, changes)
+			if err := c.Patch(ctx, churn, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+				t.Errorf("churn: %v", err)
+			}
+		}
+	}
+	sample.Stop()
+	churnTick.Stop()
+	load.Wait()
+	var churnJobs batchv1.JobList
+	if err := c.List(ctx, &churnJobs, client.InNamespace(ns), client.MatchingLabels(jobs.OwnerLabels(jobs.KindCluster, "churn"))); err != nil {
+		t.Fatal(err)
+	}
+	hwm := memKB(pid, "VmHWM")
+	if n := errs.Load(); n > 0 {
+		errMu.Lock()
+		t.Errorf("%d errors; first: %v", n, firstErr)
+		errMu.Unlock()
+	}
+	if lists.Load() == 0 {
+		t.Errorf("no list completed in %d s", seconds)
+	}
+	t.Logf("FIGURE load: %d Jobs (set up in %s), %d s, 50 watchers (%d opens, %d events), %d lists (%.1f/s), %d errors, churn %d spec changes / %d Jobs; apiserver RSS peak sampled %d MB, VmHWM %d MB",
+		nJobs, setupTime.Round(time.Second), seconds, watchOpens.Load(), watchEvents.Load(), lists.Load(), float64(lists.Load())/float64(seconds), errs.Load(), changes, len(churnJobs.Items), peakRSS/1024, hwm/1024)
+}
