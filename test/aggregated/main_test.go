@@ -32,6 +32,9 @@ const (
 
 // env is the control plane; skipReason is set when its binaries are missing outside CI.
 var (
+	// serverPort and serverCA reach the aggregated server directly, past the aggregator.
+	serverPort int
+	serverCA   string
 	env        *testenv.Env
 	skipReason string
 )
@@ -109,6 +112,7 @@ func startAggregatedServer(ctx context.Context, e *testenv.Env) (stop func(), er
 	if err != nil {
 		return nil, err
 	}
+	serverPort, serverCA = port, cert.CAFile
 
 	// Quiet the generic server's logs; failures come back as errors.
 	klog.LogToStderr(false)
