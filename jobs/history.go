@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"math"
 	"sort"
 	"time"
@@ -211,4 +212,9 @@ func RemediationFailures(jobs []batchv1.Job, lastDriftCheck time.Time) int {
 // until a later successful drift check moves lastDriftCheck.
 func RemediationAllowed(jobs []batchv1.Job, lastDriftCheck time.Time, limits Limits) bool {
 	return RemediationFailures(jobs, lastDriftCheck) < limits.failureCap()
+}
+
+// LimitsOf reads the history limits of an object's Job policy.
+func LimitsOf(policy infrav1.JobPolicy) Limits {
+	return Limits{SuccessfulJobsHistoryLimit: policy.SuccessfulJobsHistoryLimit, FailedJobsHistoryLimit: policy.FailedJobsHistoryLimit}
 }

@@ -6,7 +6,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/apis/runs"
 	"github.com/captf/captf/jobs"
 )
@@ -97,14 +96,6 @@ func PlanOf(job *batchv1.Job, retained []batchv1.Job, owner jobs.PlanOwner) (*ru
 			ResultUnreadable: v.ResultUnreadable,
 		},
 	}, true
-}
-
-// LimitsOf returns the history limits of an object's spec.jobs.
-func LimitsOf(policy infrav1.JobPolicy) jobs.Limits {
-	return jobs.Limits{
-		SuccessfulJobsHistoryLimit: policy.SuccessfulJobsHistoryLimit,
-		FailedJobsHistoryLimit:     policy.FailedJobsHistoryLimit,
-	}
 }
 
 // PlanOwnerOf returns what the plan phase needs from an owning object: its status.plan (a

@@ -203,7 +203,7 @@ func recordOfOwner(obj any) (*ownerRecord, bool) {
 			Annotations:     internMap(meta.Annotations, ownerAnnotations),
 		},
 		kind:   kind,
-		limits: LimitsOf(policy),
+		limits: jobs.LimitsOf(policy),
 	}
 	if plan != nil {
 		r.plan = &jobs.CurrentPlan{InputsHash: plan.InputsHash, PlanHash: plan.PlanHash, Job: plan.Job}

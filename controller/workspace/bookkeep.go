@@ -428,7 +428,7 @@ func (p *pass) releaseLease(ctx context.Context, job string) error {
 // pods go with them.
 func (p *pass) prune(ctx context.Context) error {
 	background := metav1.DeletePropagationBackground
-	for _, name := range jobs.Prune(p.jobs, limits(p.obj.WorkspaceSpec().Jobs)) {
+	for _, name := range jobs.Prune(p.jobs, jobs.LimitsOf(p.obj.WorkspaceSpec().Jobs)) {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: p.obj.GetNamespace(), Name: name}}
 		if err := p.r.Client.Delete(ctx, job, &client.DeleteOptions{PropagationPolicy: &background}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("pruning Job %s: %w", name, err)

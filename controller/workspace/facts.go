@@ -79,7 +79,7 @@ func (r *Reconciler) GatherFacts(ctx context.Context, reader client.Reader, obj 
 		State:             st,
 		StateErr:          stateErr,
 		Jobs:              retained,
-		Limits:            limits(spec.Jobs),
+		Limits:            jobs.LimitsOf(spec.Jobs),
 		Drift:             obj.DriftPolicy(),
 		LastDriftCheck:    lastSuccess(retained, jobs.OpDrift, status.LastDriftCheck),
 		LastRefresh:       lastSuccess(retained, jobs.OpRefresh, status.LastRefresh),

@@ -197,10 +197,6 @@ func (p *pass) inputsProblem(err error) {
 	conditions.SetReady(&status.Conditions, p.obj.GetGeneration(), p.now)
 }
 
-func limits(policy infrav1.JobPolicy) jobs.Limits {
-	return jobs.Limits{SuccessfulJobsHistoryLimit: policy.SuccessfulJobsHistoryLimit, FailedJobsHistoryLimit: policy.FailedJobsHistoryLimit}
-}
-
 // lastSuccess is when op last succeeded: the newer of the status field and the newest retained
 // success, since status may have been lost in a move but the Jobs were not.
 func lastSuccess(all []batchv1.Job, op jobs.Op, recorded *metav1.Time) time.Time {
