@@ -21,11 +21,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,45 +41,14 @@ func TestMain(m *testing.M) {
 
 // suite is one test's view of the system: an admin client and its own namespace.
 type suite struct {
-	t   *testing.T
-	ctx context.Context
-	c   client.Client
-	ns  string
+	*system.Suite
 }
 
 func newSuite(t *testing.T) *suite {
 	t.Helper()
-	sys = system.Get(t)
-	c, ns := sys.NewNamespace(t, "e2e")
-	return &suite{t: t, ctx: context.Background(), c: c, ns: ns}
-}
-
-func (s *suite) cluster(name string, variables string, mutate ...func(*infrav1.TerraformCluster)) *infrav1.TerraformCluster {
-	s.t.Helper()
-	tc := &infrav1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns},
-		Spec: infrav1.TerraformClusterSpec{
-			WorkspaceSpec: infrav1.WorkspaceSpec{
-				Source:    infrav1.SourceSpec{Image: system.SampleNoopImage},
-				Variables: &apiextensionsv1.JSON{Raw: []byte(variables)},
-			},
-			Drift: infrav1.DriftSpec{IntervalSeconds: ptr.To[int64](0)},
-		},
-	}
-	for _, m := range mutate {
-		m(tc)
-	}
-	if err := s.c.Create(s.ctx, tc); err != nil {
-		s.t.Fatal(err)
-	}
-	return tc
-}
-
-func (s *suite) eventually(what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
-	s.t.Helper()
-	if err := wait.PollUntilContextTimeout(s.ctx, 250*time.Millisecond, timeout, true, cond); err != nil {
-		s.t.Fatalf("%s: %v\ncontroller log:\n%s", what, err, sys.Log("controller"))
-	}
+	s := &suite{system.NewSuite(t, "e2e")}
+	sys = s.Sys
+	return s
 }
 
 // kubectl runs the real kubectl as admin, or with another kubeconfig.
@@ -91,7 +56,7 @@ func (s *suite) kubectl(kubeconfig string, args ...string) (string, error) {
 	if kubeconfig == "" {
 		kubeconfig = sys.Env.Kubeconfig
 	}
-	cmd := exec.CommandContext(s.ctx, sys.Env.BinDir+"/kubectl", append([]string{"--kubeconfig=" + kubeconfig, "-n", s.ns}, args...)...)
+	cmd := exec.CommandContext(s.Ctx, sys.Env.BinDir+"/kubectl", append([]string{"--kubeconfig=" + kubeconfig, "-n", s.NS}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -103,30 +68,30 @@ func (s *suite) kubectl(kubeconfig string, args ...string) (string, error) {
 
 // runs lists the runs of a target through the aggregator with the real kubectl.
 func (s *suite) runs(target string) []runsv1alpha1.Run {
-	s.t.Helper()
+	s.T.Helper()
 	out, err := s.kubectl("", "get", "runs", "--field-selector=spec.target.name="+target, "-o", "json")
 	if err != nil {
-		s.t.Fatal(err)
+		s.T.Fatal(err)
 	}
 	var list runsv1alpha1.RunList
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
-		s.t.Fatalf("decoding runs: %v\n%s", err, out)
+		s.T.Fatalf("decoding runs: %v\n%s", err, out)
 	}
 	return list.Items
 }
 
 // waitRun waits until a run of target with op reaches one of phases, and returns it.
 func (s *suite) waitRun(target string, op jobs.Op, attempt int32, phases ...runsv1alpha1.RunPhase) runsv1alpha1.Run {
-	s.t.Helper()
+	s.T.Helper()
 	return s.waitRunResult(target, op, attempt, false, phases...)
 }
 
 // waitRunResult is waitRun that, withResult, also waits for the change counts or error the
 // controller records when it books the finished Job.
 func (s *suite) waitRunResult(target string, op jobs.Op, attempt int32, withResult bool, phases ...runsv1alpha1.RunPhase) runsv1alpha1.Run {
-	s.t.Helper()
+	s.T.Helper()
 	var found runsv1alpha1.Run
-	s.eventually(fmt.Sprintf("%s run %d of %s reaches %v", op, attempt, target, phases), 3*time.Minute, func(context.Context) (bool, error) {
+	s.Eventually(fmt.Sprintf("%s run %d of %s reaches %v", op, attempt, target, phases), 3*time.Minute, func(context.Context) (bool, error) {
 		for _, r := range s.runs(target) {
 			if r.Spec.Operation == string(op) && r.Spec.Attempt == attempt {
 				for _, p := range phases {
@@ -142,51 +107,25 @@ func (s *suite) waitRunResult(target string, op jobs.Op, attempt int32, withResu
 	return found
 }
 
-func (s *suite) patchVariables(obj client.Object, variables string) {
-	s.t.Helper()
-	patch := fmt.Sprintf(`{"spec":{"variables":%s}}`, variables)
-	if err := s.c.Patch(s.ctx, obj, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
-		s.t.Fatal(err)
-	}
-}
-
 // approve POSTs a PlanApproval for plan with hash as the given kubeconfig's user.
 func (s *suite) approve(kubeconfig, plan, hash string) (string, error) {
 	body := fmt.Sprintf(`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","metadata":{"name":%q},"spec":{"planHash":%q}}`, plan, hash)
-	file := s.t.TempDir() + "/approval.json"
+	file := s.T.TempDir() + "/approval.json"
 	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
-		s.t.Fatal(err)
+		s.T.Fatal(err)
 	}
-	return s.kubectl(kubeconfig, "create", "--raw", fmt.Sprintf("/apis/runs.captf.io/v1alpha1/namespaces/%s/plans/%s/approval", s.ns, plan), "-f", file)
-}
-
-// approver is a user who may only read plans and approve them in the suite's namespace.
-func (s *suite) approver(name string) string {
-	s.t.Helper()
-	_, kubeconfig, err := sys.Env.AddUser(name)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "captf-plan-approver"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}},
-	}
-	if err := s.c.Create(s.ctx, binding); err != nil {
-		s.t.Fatal(err)
-	}
-	return kubeconfig
+	return s.kubectl(kubeconfig, "create", "--raw", fmt.Sprintf("/apis/runs.captf.io/v1alpha1/namespaces/%s/plans/%s/approval", s.NS, plan), "-f", file)
 }
 
 func TestProvisionShowsASucceededFirstAttempt(t *testing.T) {
 	s := newSuite(t)
-	tc := s.cluster("web", `{"name":"web"}`)
+	tc := s.Cluster("web", `{"name":"web"}`)
 	run := s.waitRunResult("web", jobs.OpApply, 1, true, runsv1alpha1.RunPhaseSucceeded, runsv1alpha1.RunPhaseFailed)
 	if run.Status.Phase != runsv1alpha1.RunPhaseSucceeded || run.Status.RetryNumber != 1 || run.Status.Changes == nil || run.Status.Changes.Add != 1 {
 		t.Fatalf("run = %+v", run.Status)
 	}
-	s.eventually("the cluster is provisioned", time.Minute, func(ctx context.Context) (bool, error) {
-		err := s.c.Get(ctx, client.ObjectKeyFromObject(tc), tc)
+	s.Eventually("the cluster is provisioned", time.Minute, func(ctx context.Context) (bool, error) {
+		err := s.C.Get(ctx, client.ObjectKeyFromObject(tc), tc)
 		return err == nil && tc.Status.Initialization != nil && ptr.Deref(tc.Status.Initialization.Provisioned, false), err
 	})
 	out, err := s.kubectl("", "get", "runs")
@@ -197,7 +136,7 @@ func TestProvisionShowsASucceededFirstAttempt(t *testing.T) {
 
 func TestAFailingModuleShowsItsBackoffWindow(t *testing.T) {
 	s := newSuite(t)
-	s.cluster("broken", `{"name":"broken","fail":true}`)
+	s.Cluster("broken", `{"name":"broken","fail":true}`)
 	run := s.waitRunResult("broken", jobs.OpApply, 1, true, runsv1alpha1.RunPhaseFailed, runsv1alpha1.RunPhaseSucceeded)
 	if run.Status.Phase != runsv1alpha1.RunPhaseFailed || run.Status.Error == nil || !strings.Contains(run.Status.Error.Summary, "precondition") {
 		t.Fatalf("run = %+v", run.Status)
@@ -217,13 +156,13 @@ func TestAFailingModuleShowsItsBackoffWindow(t *testing.T) {
 
 func TestManualClusterAppliesAPlanApprovedByAnApprover(t *testing.T) {
 	s := newSuite(t)
-	tc := s.cluster("manual", `{"name":"manual"}`, func(c *infrav1.TerraformCluster) { c.Spec.ApplyPolicy = infrav1.ApplyPolicyManual })
+	tc := s.Cluster("manual", `{"name":"manual"}`, func(c *infrav1.TerraformCluster) { c.Spec.ApplyPolicy = infrav1.ApplyPolicyManual })
 	s.waitRun("manual", jobs.OpApply, 1, runsv1alpha1.RunPhaseSucceeded)
-	s.patchVariables(tc, `{"name":"manual","size":"large"}`)
+	s.PatchVariables(tc, `{"name":"manual","size":"large"}`)
 	planRun := s.waitRun("manual", jobs.OpPlan, 1, runsv1alpha1.RunPhaseSucceeded)
 
 	var plan runsv1alpha1.Plan
-	s.eventually("the plan awaits approval", time.Minute, func(context.Context) (bool, error) {
+	s.Eventually("the plan awaits approval", time.Minute, func(context.Context) (bool, error) {
 		out, err := s.kubectl("", "get", "plans", planRun.Name, "-o", "json")
 		if err != nil {
 			return false, nil
@@ -236,7 +175,7 @@ func TestManualClusterAppliesAPlanApprovedByAnApprover(t *testing.T) {
 	if plan.Status.PlanHash == "" || plan.Status.Change != 1 {
 		t.Fatalf("plan = %+v", plan.Status)
 	}
-	approver := s.approver("alice")
+	approver := s.Approver("alice")
 	if _, err := s.kubectl(approver, "patch", "terraformcluster", "manual", "--type=merge", "-p", `{"metadata":{"annotations":{"x":"y"}}}`); err == nil {
 		t.Fatal("the approver could patch the TerraformCluster")
 	}
@@ -254,9 +193,9 @@ func TestManualClusterAppliesAPlanApprovedByAnApprover(t *testing.T) {
 
 func TestDestructiveChangeIsBlockedThenApproved(t *testing.T) {
 	s := newSuite(t)
-	tc := s.cluster("guarded", `{"name":"guarded"}`)
+	tc := s.Cluster("guarded", `{"name":"guarded"}`)
 	s.waitRun("guarded", jobs.OpApply, 1, runsv1alpha1.RunPhaseSucceeded)
-	s.patchVariables(tc, `{"name":"guarded","generation":2}`)
+	s.PatchVariables(tc, `{"name":"guarded","generation":2}`)
 	// Until the controller books the Job, its run shows Failed; booked, it shows Blocked.
 	blocked := s.waitRun("guarded", jobs.OpApply, 2, runsv1alpha1.RunPhaseBlocked)
 	var plan runsv1alpha1.Plan
@@ -270,7 +209,7 @@ func TestDestructiveChangeIsBlockedThenApproved(t *testing.T) {
 	if plan.Status.Phase != runsv1alpha1.PlanPhaseAwaitingApproval || plan.Status.ApprovalHash == "" {
 		t.Fatalf("the blocked apply's plan = %+v", plan.Status)
 	}
-	if out, err := s.approve(s.approver("bob"), plan.Name, plan.Status.ApprovalHash); err != nil {
+	if out, err := s.approve(s.Approver("bob"), plan.Name, plan.Status.ApprovalHash); err != nil {
 		t.Fatalf("approving: %s %v", out, err)
 	}
 	applied := s.waitRunResult("guarded", jobs.OpApply, 3, true, runsv1alpha1.RunPhaseSucceeded, runsv1alpha1.RunPhaseFailed, runsv1alpha1.RunPhaseBlocked)
@@ -281,17 +220,17 @@ func TestDestructiveChangeIsBlockedThenApproved(t *testing.T) {
 
 func TestDriftInStateIsReportedAndRemediated(t *testing.T) {
 	s := newSuite(t)
-	tc := s.cluster("drifty", `{"name":"drifty"}`, func(c *infrav1.TerraformCluster) {
+	tc := s.Cluster("drifty", `{"name":"drifty"}`, func(c *infrav1.TerraformCluster) {
 		c.Spec.Drift = infrav1.DriftSpec{IntervalSeconds: ptr.To[int64](3), Action: infrav1.DriftActionRemediate}
 	})
 	s.waitRun("drifty", jobs.OpApply, 1, runsv1alpha1.RunPhaseSucceeded)
 	s.waitRun("drifty", jobs.OpDrift, 1, runsv1alpha1.RunPhaseSucceeded)
 
 	// Edit the state behind OpenTofu's back: the recorded input no longer matches the module.
-	key := client.ObjectKey{Namespace: s.ns, Name: state.SecretName(jobs.StateSecretSuffix(s.ns, jobs.KindCluster, tc.Name))}
-	s.eventually("the state is edited", time.Minute, func(ctx context.Context) (bool, error) {
+	key := client.ObjectKey{Namespace: s.NS, Name: state.SecretName(jobs.StateSecretSuffix(s.NS, jobs.KindCluster, tc.Name))}
+	s.Eventually("the state is edited", time.Minute, func(ctx context.Context) (bool, error) {
 		var secret corev1.Secret
-		if err := s.c.Get(ctx, key, &secret); err != nil {
+		if err := s.C.Get(ctx, key, &secret); err != nil {
 			return false, err
 		}
 		edited, err := editInput(secret.Data["tfstate"])
@@ -299,12 +238,12 @@ func TestDriftInStateIsReportedAndRemediated(t *testing.T) {
 			return false, err
 		}
 		secret.Data["tfstate"] = edited
-		err = s.c.Update(ctx, &secret)
+		err = s.C.Update(ctx, &secret)
 		return err == nil, client.IgnoreNotFound(ignoreConflict(err))
 	})
 
 	var remediation *runsv1alpha1.Run
-	s.eventually("a drift run reports the drift and a remediation applies", 3*time.Minute, func(context.Context) (bool, error) {
+	s.Eventually("a drift run reports the drift and a remediation applies", 3*time.Minute, func(context.Context) (bool, error) {
 		detected := false
 		for _, r := range s.runs("drifty") {
 			if r.Spec.Operation == "drift" && r.Status.Drift != nil && r.Status.Drift.Detected && r.Status.Drift.Change == 1 {
@@ -320,28 +259,28 @@ func TestDriftInStateIsReportedAndRemediated(t *testing.T) {
 
 func TestDeleteDestroysAndLeavesNothingBehind(t *testing.T) {
 	s := newSuite(t)
-	tc := s.cluster("gone", `{"name":"gone"}`)
+	tc := s.Cluster("gone", `{"name":"gone"}`)
 	s.waitRun("gone", jobs.OpApply, 1, runsv1alpha1.RunPhaseSucceeded)
-	if err := s.c.Delete(s.ctx, tc); err != nil {
+	if err := s.C.Delete(s.Ctx, tc); err != nil {
 		t.Fatal(err)
 	}
 	// The destroy's run vanishes with the object's Jobs once cleanup is done; its event stays.
-	s.eventually("the object, its Jobs, Secrets and Leases are gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		if err := s.c.Get(ctx, client.ObjectKeyFromObject(tc), tc); !apierrors.IsNotFound(err) {
+	s.Eventually("the object, its Jobs, Secrets and Leases are gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		if err := s.C.Get(ctx, client.ObjectKeyFromObject(tc), tc); !apierrors.IsNotFound(err) {
 			return false, nil
 		}
 		var jobList batchv1.JobList
 		var secrets corev1.SecretList
 		var leases coordinationv1.LeaseList
 		for _, l := range []client.ObjectList{&jobList, &secrets, &leases} {
-			if err := s.c.List(ctx, l, client.InNamespace(s.ns)); err != nil {
+			if err := s.C.List(ctx, l, client.InNamespace(s.NS)); err != nil {
 				return false, err
 			}
 		}
 		return len(jobList.Items) == 0 && len(secrets.Items) == 0 && len(leases.Items) == 0, nil
 	})
 	var evs eventsv1.EventList
-	if err := s.c.List(s.ctx, &evs, client.InNamespace(s.ns)); err != nil {
+	if err := s.C.List(s.Ctx, &evs, client.InNamespace(s.NS)); err != nil {
 		t.Fatal(err)
 	}
 	destroyed := false
@@ -355,10 +294,10 @@ func TestDeleteDestroysAndLeavesNothingBehind(t *testing.T) {
 
 func TestControllerKilledMidRunStartsNoDuplicateJob(t *testing.T) {
 	s := newSuite(t)
-	tc := s.cluster("crash", `{"name":"crash"}`)
+	tc := s.Cluster("crash", `{"name":"crash"}`)
 	s.waitRun("crash", jobs.OpApply, 1, runsv1alpha1.RunPhaseSucceeded)
-	s.patchVariables(tc, `{"name":"crash","size":"large"}`)
-	s.eventually("the second apply starts", time.Minute, func(context.Context) (bool, error) {
+	s.PatchVariables(tc, `{"name":"crash","size":"large"}`)
+	s.Eventually("the second apply starts", time.Minute, func(context.Context) (bool, error) {
 		for _, r := range s.runs("crash") {
 			if r.Spec.Attempt == 2 {
 				return true, nil
@@ -369,12 +308,12 @@ func TestControllerKilledMidRunStartsNoDuplicateJob(t *testing.T) {
 	if err := sys.StopProcess("controller"); err != nil {
 		t.Fatal(err)
 	}
-	if err := sys.StartController(s.ctx); err != nil {
+	if err := sys.StartController(s.Ctx); err != nil {
 		t.Fatal(err)
 	}
 	s.waitRun("crash", jobs.OpApply, 2, runsv1alpha1.RunPhaseSucceeded)
 	var list batchv1.JobList
-	if err := s.c.List(s.ctx, &list, client.InNamespace(s.ns), client.MatchingLabels(jobs.OwnerLabels(jobs.KindCluster, "crash"))); err != nil {
+	if err := s.C.List(s.Ctx, &list, client.InNamespace(s.NS), client.MatchingLabels(jobs.OwnerLabels(jobs.KindCluster, "crash"))); err != nil {
 		t.Fatal(err)
 	}
 	if len(list.Items) != 2 {

@@ -16,11 +16,6 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
@@ -55,17 +50,14 @@ func run(m *testing.M) int {
 
 // suite is one test's namespace and an admin client.
 type suite struct {
-	t   *testing.T
-	ctx context.Context
-	c   client.Client
-	ns  string
+	*system.Suite
 }
 
 func newSuite(t *testing.T) *suite {
 	t.Helper()
-	sys = system.Get(t)
-	c, ns := sys.NewNamespace(t, "plugin")
-	return &suite{t: t, ctx: context.Background(), c: c, ns: ns}
+	s := &suite{system.NewSuite(t, "plugin")}
+	sys = s.Sys
+	return s
 }
 
 // result is one run of the plugin.
@@ -81,13 +73,13 @@ func (r result) String() string {
 // captf runs the plugin in the suite's namespace, as admin or with another kubeconfig, with
 // stdin.
 func (s *suite) captf(kubeconfig, stdin string, args ...string) result {
-	s.t.Helper()
+	s.T.Helper()
 	if kubeconfig == "" {
 		kubeconfig = sys.Env.Kubeconfig
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(s.Ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, plugin, append([]string{"--kubeconfig=" + kubeconfig, "-n", s.ns}, args...)...)
+	cmd := exec.CommandContext(ctx, plugin, append([]string{"--kubeconfig=" + kubeconfig, "-n", s.NS}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &stdout, &stderr
 	err := cmd.Run()
@@ -95,59 +87,27 @@ func (s *suite) captf(kubeconfig, stdin string, args ...string) result {
 }
 
 func (s *suite) eventually(what string, timeout time.Duration, cond func() (bool, error)) {
-	s.t.Helper()
-	err := wait.PollUntilContextTimeout(s.ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond() })
-	if err != nil {
-		s.t.Fatalf("%s: %v\ncontroller log:\n%s", what, err, sys.Log("controller"))
-	}
-}
-
-func (s *suite) cluster(name, variables string, mutate ...func(*infrav1.TerraformCluster)) *infrav1.TerraformCluster {
-	s.t.Helper()
-	tc := &infrav1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns},
-		Spec: infrav1.TerraformClusterSpec{
-			WorkspaceSpec: infrav1.WorkspaceSpec{
-				Source:    infrav1.SourceSpec{Image: system.SampleNoopImage},
-				Variables: &apiextensionsv1.JSON{Raw: []byte(variables)},
-			},
-			Drift: infrav1.DriftSpec{IntervalSeconds: ptr.To[int64](0)},
-		},
-	}
-	for _, m := range mutate {
-		m(tc)
-	}
-	if err := s.c.Create(s.ctx, tc); err != nil {
-		s.t.Fatal(err)
-	}
-	return tc
-}
-
-func (s *suite) patchVariables(obj client.Object, variables string) {
-	s.t.Helper()
-	patch := fmt.Sprintf(`{"spec":{"variables":%s}}`, variables)
-	if err := s.c.Patch(s.ctx, obj, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
-		s.t.Fatal(err)
-	}
+	s.T.Helper()
+	s.Eventually(what, timeout, func(context.Context) (bool, error) { return cond() })
 }
 
 // runs lists target's runs with `kubectl captf runs TARGET -o json`.
 func (s *suite) runs(target string) []runsv1alpha1.Run {
-	s.t.Helper()
+	s.T.Helper()
 	r := s.captf("", "", "runs", target, "-o", "json")
 	if r.err != nil {
-		s.t.Fatalf("kubectl captf runs: %s", r)
+		s.T.Fatalf("kubectl captf runs: %s", r)
 	}
 	var list runsv1alpha1.RunList
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
-		s.t.Fatalf("decoding runs: %v\n%s", err, r.stdout)
+		s.T.Fatalf("decoding runs: %v\n%s", err, r.stdout)
 	}
 	return list.Items
 }
 
 // waitRun waits until target's run of op and attempt reaches one of phases.
 func (s *suite) waitRun(target, op string, attempt int32, phases ...runsv1alpha1.RunPhase) runsv1alpha1.Run {
-	s.t.Helper()
+	s.T.Helper()
 	var found runsv1alpha1.Run
 	s.eventually(fmt.Sprintf("%s run %d of %s reaches %v", op, attempt, target, phases), 3*time.Minute, func() (bool, error) {
 		for _, r := range s.runs(target) {
@@ -165,27 +125,9 @@ func (s *suite) waitRun(target, op string, attempt int32, phases ...runsv1alpha1
 	return found
 }
 
-// approver is a user bound to captf-plan-approver in the suite's namespace.
-func (s *suite) approver(name string) string {
-	s.t.Helper()
-	_, kubeconfig, err := sys.Env.AddUser(name)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "captf-plan-approver"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}},
-	}
-	if err := s.c.Create(s.ctx, binding); err != nil {
-		s.t.Fatal(err)
-	}
-	return kubeconfig
-}
-
 // waitWhy polls `kubectl captf why` until its output matches.
 func (s *suite) waitWhy(target string, want *regexp.Regexp) string {
-	s.t.Helper()
+	s.T.Helper()
 	var last result
 	s.eventually(fmt.Sprintf("why %s matches %s", target, want), 2*time.Minute, func() (bool, error) {
 		last = s.captf("", "", "why", target)
@@ -200,9 +142,9 @@ func (s *suite) waitWhy(target string, want *regexp.Regexp) string {
 // message), a missing plan, and `approve --yes` by an approver, after which the apply runs.
 func TestManualPlanIsShownDeclinedRefusedAndApproved(t *testing.T) {
 	s := newSuite(t)
-	tc := s.cluster("manual", `{"name":"manual"}`, func(c *infrav1.TerraformCluster) { c.Spec.ApplyPolicy = infrav1.ApplyPolicyManual })
+	tc := s.Cluster("manual", `{"name":"manual"}`, func(c *infrav1.TerraformCluster) { c.Spec.ApplyPolicy = infrav1.ApplyPolicyManual })
 	s.waitRun("manual", "apply", 1, runsv1alpha1.RunPhaseSucceeded)
-	s.patchVariables(tc, `{"name":"manual","size":"large"}`)
+	s.PatchVariables(tc, `{"name":"manual","size":"large"}`)
 	planRun := s.waitRun("manual", "plan", 1, runsv1alpha1.RunPhaseSucceeded)
 
 	// runs: the plan is newer than the first apply and listed first.
@@ -217,7 +159,7 @@ func TestManualPlanIsShownDeclinedRefusedAndApproved(t *testing.T) {
 
 	t.Logf("kubectl captf runs manual:\n%s", table.stdout)
 	// kubectl finds the plugin on PATH and hands it its flags.
-	viaKubectl := exec.CommandContext(s.ctx, filepath.Join(sys.Env.BinDir, "kubectl"), "captf", "--kubeconfig="+sys.Env.Kubeconfig, "-n", s.ns, "runs", "manual")
+	viaKubectl := exec.CommandContext(s.Ctx, filepath.Join(sys.Env.BinDir, "kubectl"), "captf", "--kubeconfig="+sys.Env.Kubeconfig, "-n", s.NS, "runs", "manual")
 	viaKubectl.Env = append(os.Environ(), "PATH="+filepath.Dir(plugin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	if out, err := viaKubectl.CombinedOutput(); err != nil || !strings.Contains(string(out), planRun.Name) {
 		t.Fatalf("kubectl captf runs manual: %v\n%s", err, out)
@@ -236,13 +178,13 @@ func TestManualPlanIsShownDeclinedRefusedAndApproved(t *testing.T) {
 	}
 
 	t.Logf("kubectl captf plan %s:\n%s", planRun.Name, shown.stdout)
-	approver := s.approver("alice")
+	approver := s.Approver("alice")
 	// Answering n writes nothing.
 	declined := s.captf(approver, "n\n", "approve", planRun.Name)
 	if declined.err != nil || !strings.Contains(declined.stdout, "[y/N]") || !strings.Contains(declined.stdout, "Not approved") {
 		t.Fatalf("declined approve: %s", declined)
 	}
-	if err := s.c.Get(s.ctx, client.ObjectKeyFromObject(tc), tc); err != nil {
+	if err := s.C.Get(s.Ctx, client.ObjectKeyFromObject(tc), tc); err != nil {
 		t.Fatal(err)
 	}
 	if v, ok := tc.Annotations["captf.io/approve-plan"]; ok {
@@ -261,7 +203,7 @@ func TestManualPlanIsShownDeclinedRefusedAndApproved(t *testing.T) {
 	}
 
 	// New inputs supersede the plan: approving it is a clear 409, the new plan is approvable.
-	s.patchVariables(tc, `{"name":"manual","size":"xlarge"}`)
+	s.PatchVariables(tc, `{"name":"manual","size":"xlarge"}`)
 	newPlan := s.waitRun("manual", "plan", 2, runsv1alpha1.RunPhaseSucceeded)
 	s.eventually("the first plan is superseded", time.Minute, func() (bool, error) {
 		r := s.captf("", "", "plan", planRun.Name)
@@ -298,7 +240,7 @@ func TestManualPlanIsShownDeclinedRefusedAndApproved(t *testing.T) {
 // to a failing module the apply fails and `why` and `runs` show the one-minute backoff.
 func TestWhyExplainsUpToDateThenBackoff(t *testing.T) {
 	s := newSuite(t)
-	tc := s.cluster("web", `{"name":"web"}`)
+	tc := s.Cluster("web", `{"name":"web"}`)
 	s.waitRun("web", "apply", 1, runsv1alpha1.RunPhaseSucceeded)
 	out := s.waitWhy("web", regexp.MustCompile(`Decision: start nothing \(UpToDate\)`))
 	if !strings.Contains(out, "the state matches the current inputs") || !strings.Contains(out, "1 resource(s)") {
@@ -311,7 +253,7 @@ func TestWhyExplainsUpToDateThenBackoff(t *testing.T) {
 		args []string
 		want string
 	}{
-		{name: "an unknown object is named", args: []string{"why", "nosuch"}, want: `TerraformCluster "nosuch" not found in namespace ` + s.ns},
+		{name: "an unknown object is named", args: []string{"why", "nosuch"}, want: `TerraformCluster "nosuch" not found in namespace ` + s.NS},
 		{name: "an unknown kind lists the kinds", args: []string{"why", "web", "--kind=bogus"}, want: "cluster, machine or machinepool"},
 		{name: "the kind flag picks the kind", args: []string{"why", "web", "--kind=machine"}, want: `TerraformMachine "web" not found`},
 	} {
@@ -319,7 +261,7 @@ func TestWhyExplainsUpToDateThenBackoff(t *testing.T) {
 			t.Errorf("%s: %s", bad.name, r)
 		}
 	}
-	s.patchVariables(tc, `{"name":"web","fail":true}`)
+	s.PatchVariables(tc, `{"name":"web","fail":true}`)
 	failed := s.waitRun("web", "apply", 2, runsv1alpha1.RunPhaseFailed, runsv1alpha1.RunPhaseSucceeded)
 	if failed.Status.Phase != runsv1alpha1.RunPhaseFailed {
 		t.Fatalf("the failing apply: %+v", failed.Status)
@@ -344,7 +286,7 @@ func TestWhyExplainsUpToDateThenBackoff(t *testing.T) {
 // that names the pod and container. Streaming is covered in cmd/kubectl-captf/app's unit test.
 func TestLogsPrintsTheRunsOutput(t *testing.T) {
 	s := newSuite(t)
-	s.cluster("logs", `{"name":"logs"}`)
+	s.Cluster("logs", `{"name":"logs"}`)
 	run := s.waitRun("logs", "apply", 1, runsv1alpha1.RunPhaseSucceeded)
 	r := s.captf("", "", "logs", run.Name)
 	if r.err != nil || !strings.Contains(r.stdout, "Apply complete!") {
