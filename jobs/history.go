@@ -127,15 +127,35 @@ func streak(newestFirst []*batchv1.Job) []*batchv1.Job {
 // RetryNumber returns the retry number of job, the value captf_job_attempts records: one plus
 // the counted failures of its op that are older than it and newer than the op's last success
 // before it. It works for any retained Job, so the API can show it for old runs too. jobs are
-// the retained Jobs of the same object; job need not be among them.
+// the retained Jobs of the same object; job need not be among them, and replaces the Job of its
+// name when it is.
 func RetryNumber(job *batchv1.Job, jobs []batchv1.Job) int {
-	var older []*batchv1.Job
-	for _, j := range OpJobs(jobs, OpOf(job)) {
-		if j.Name != job.Name && newer(job, j) {
-			older = append(older, j)
+	opJobs := OpJobs(replacingJob(jobs, *job), OpOf(job))
+	for i, n := range retryNumbers(opJobs) {
+		if opJobs[i].Name == job.Name {
+			return n
 		}
 	}
-	return 1 + len(streak(older))
+	return 1
+}
+
+// retryNumbers returns the retry number of each of one op's newest-first Jobs, index for index:
+// walking from the oldest, a success resets the count of failures and a counted failure adds
+// one; each Job's number is one plus the count of the Jobs older than it. This is the length of
+// the failure streak (see streak) of the older Jobs, in one pass for all.
+func retryNumbers(newestFirst []*batchv1.Job) []int {
+	out := make([]int, len(newestFirst))
+	failures := 0
+	for i := len(newestFirst) - 1; i >= 0; i-- {
+		out[i] = 1 + failures
+		switch o := OutcomeOf(newestFirst[i]); {
+		case o.Succeeded():
+			failures = 0
+		case o.CountsAsFailure():
+			failures++
+		}
+	}
+	return out
 }
 
 // BackoffDelay returns the delay after failures consecutive failures of an op:

@@ -95,30 +95,99 @@ type RunView struct {
 }
 
 // ViewRun computes the RunView of job. retained are the retained Jobs of the same object (job
-// is added when missing), limits are the object's history limits, and now is the reading time
-// for a running Job's duration and for whether the backoff window is active.
+// is added when missing, and replaces the Job of its name), limits are the object's history limits, and now is the reading time
+// for a running Job's duration and for whether the backoff window is active. To view every Job
+// of an object, build one History instead: it walks the Jobs once for all of them.
 func ViewRun(job batchv1.Job, retained []batchv1.Job, limits Limits, now time.Time) RunView {
-	retained = withJob(retained, job)
-	outcome := OutcomeOf(&job)
+	h := NewHistory(replacingJob(retained, job), limits)
+	return h.ViewRun(h.Index(job.Name), now)
+}
+
+// History is the retained Jobs of one object with what the views of its runs share computed
+// once: each op's newest-first order, the retentions, the retry numbers and the failure
+// streaks. Viewing all n runs of an object through one History costs O(n log n), where a
+// ViewRun per Job would walk the other Jobs for each.
+type History struct {
+	jobs      []batchv1.Job
+	limits    Limits
+	byName    map[string]int
+	retention []Retention
+	retry     []int
+	// backoff is the op's backoff window, by the index of the op's newest counted failure.
+	backoff map[int]BackoffWindow
+}
+
+// NewHistory indexes the retained Jobs of one object under its history limits. It keeps
+// retained; the caller must not change it while the History is in use.
+func NewHistory(retained []batchv1.Job, limits Limits) *History {
+	h := &History{
+		jobs:      retained,
+		limits:    limits,
+		byName:    make(map[string]int, len(retained)),
+		retention: make([]Retention, len(retained)),
+		retry:     make([]int, len(retained)),
+		backoff:   map[int]BackoffWindow{},
+	}
+	index := make(map[*batchv1.Job]int, len(retained))
+	for i := range retained {
+		index[&retained[i]] = i
+		h.byName[retained[i].Name] = i
+		h.retention[i] = RetentionUnknownOperation
+		h.retry[i] = 1
+	}
+	for _, op := range Ops() {
+		opJobs := OpJobs(retained, op)
+		if len(opJobs) == 0 {
+			continue
+		}
+		retentions, retries := opRetentions(opJobs, limits), retryNumbers(opJobs)
+		for k, j := range opJobs {
+			h.retention[index[j]], h.retry[index[j]] = retentions[k], retries[k]
+		}
+		if failures := streak(opJobs); len(failures) > 0 {
+			h.backoff[index[failures[0]]] = backoffWindow(failures, limits)
+		}
+	}
+	return h
+}
+
+// Len is the number of Jobs in the history.
+func (h *History) Len() int { return len(h.jobs) }
+
+// Job returns the Job at index i.
+func (h *History) Job(i int) *batchv1.Job { return &h.jobs[i] }
+
+// Index returns the index of the Job named name, or -1.
+func (h *History) Index(name string) int {
+	if i, ok := h.byName[name]; ok {
+		return i
+	}
+	return -1
+}
+
+// ViewRun computes the RunView of the Job at index i, read at now.
+func (h *History) ViewRun(i int, now time.Time) RunView {
+	job := &h.jobs[i]
+	outcome := OutcomeOf(job)
 	v := RunView{
-		Target:              TargetOf(&job),
-		Operation:           OpOf(&job),
-		Attempt:             AttemptOf(&job),
+		Target:              TargetOf(job),
+		Operation:           OpOf(job),
+		Attempt:             AttemptOf(job),
 		InputsHash:          job.Annotations[AnnotationInputsHash],
 		DriftRemediation:    hasMark(job.Annotations, AnnotationDriftRemediation),
 		ApprovedPlan:        job.Annotations[AnnotationApprovedPlan],
 		Phase:               Phase(outcome),
 		StartTime:           job.Status.StartTime,
-		RetryNumber:         RetryNumber(&job, retained),
+		RetryNumber:         h.retry[i],
 		CountsTowardBackoff: outcome.CountsAsFailure(),
-		Retention:           Retentions(retained, limits)[job.Name],
+		Retention:           h.retention[i],
 	}
 	if !outcome.Finished() && job.Status.StartTime == nil {
 		v.Phase = PhasePending
 	}
 
-	started, hasStart := StartedAt(&job)
-	finished, hasFinish := FinishedAt(&job)
+	started, hasStart := StartedAt(job)
+	finished, hasFinish := FinishedAt(job)
 	if hasFinish {
 		v.CompletionTime = &metav1.Time{Time: finished}
 	}
@@ -131,13 +200,12 @@ func ViewRun(job batchv1.Job, retained []batchv1.Job, limits Limits, now time.Ti
 		v.Duration = max(now.Sub(started), 0)
 	}
 
-	if streak := FailureStreak(retained, v.Operation); len(streak) > 0 && streak[0].Name == job.Name {
-		w := backoffWindow(streak, limits)
+	if w, ok := h.backoff[i]; ok {
 		v.Backoff = &w
 		v.BackoffActive = now.Before(w.RetryAfter)
 	}
 
-	if s, ok, err := summaryOf(&job); ok {
+	if s, ok, err := summaryOf(job); ok {
 		v.ResultUnreadable = err != nil
 		v.Error, v.Changes, v.Drift = s.Error, s.Changes, s.Drift
 	}
@@ -152,6 +220,18 @@ func withJob(retained []batchv1.Job, job batchv1.Job) []batchv1.Job {
 		}
 	}
 	return append(append([]batchv1.Job(nil), retained...), job)
+}
+
+// replacingJob returns a copy of retained with job in place of the Job of its name, or
+// appended when there is none: job is the caller's newer word on that Job.
+func replacingJob(retained []batchv1.Job, job batchv1.Job) []batchv1.Job {
+	out := make([]batchv1.Job, 0, len(retained)+1)
+	for i := range retained {
+		if retained[i].Name != job.Name {
+			out = append(out, retained[i])
+		}
+	}
+	return append(out, job)
 }
 
 // summaryOf decodes the Job's result annotation; ok is false when it has none.

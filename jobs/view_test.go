@@ -503,3 +503,50 @@ func TestPlanApprovalCheck(t *testing.T) {
 }
 
 func ptrTo(j batchv1.Job) *batchv1.Job { return &j }
+
+// TestHistoryAgreesWithTheRules checks, over pseudo-random histories, that the one-pass
+// History gives every Job the values the rules define one Job at a time: the retry number is 1
+// plus the failure streak of the op's older Jobs, the retention is Retentions', and only the
+// op's newest counted failure carries the backoff window of the op's FailureStreak.
+func TestHistoryAgreesWithTheRules(t *testing.T) {
+	states := []state{pending, running, succeeded, failed, deadline, interrupted, blocked, planChanged, planUnreadable}
+	ops := []Op{OpApply, OpPlan, OpRefresh, OpDrift}
+	limits := Limits{SuccessfulJobsHistoryLimit: limit(2), FailedJobsHistoryLimit: limit(3)}
+	seed := uint32(1)
+	next := func(n int) int { seed = seed*1664525 + 1013904223; return int(seed>>8) % n }
+	for round := 0; round < 300; round++ {
+		var history []batchv1.Job
+		attempts := map[Op]int32{}
+		for n := next(12); n > 0; n-- {
+			op := ops[next(len(ops))]
+			attempts[op]++
+			history = append(history, mkJob(op, attempts[op], states[next(len(states))]))
+		}
+		h := NewHistory(history, limits)
+		retentions := Retentions(history, limits)
+		for i := range history {
+			job := &history[i]
+			v := h.ViewRun(i, at(100))
+			var older []*batchv1.Job
+			for _, j := range OpJobs(history, OpOf(job)) {
+				if newer(job, j) {
+					older = append(older, j)
+				}
+			}
+			if want := 1 + len(streak(older)); v.RetryNumber != want {
+				t.Fatalf("round %d, %s: retry number %d, want %d", round, job.Name, v.RetryNumber, want)
+			}
+			if v.Retention != retentions[job.Name] {
+				t.Fatalf("round %d, %s: retention %s, want %s", round, job.Name, v.Retention, retentions[job.Name])
+			}
+			failures := FailureStreak(history, OpOf(job))
+			newestFailure := len(failures) > 0 && failures[0].Name == job.Name
+			if (v.Backoff != nil) != newestFailure || (newestFailure && *v.Backoff != backoffWindow(failures, limits)) {
+				t.Fatalf("round %d, %s: backoff %+v, newest counted failure %v", round, job.Name, v.Backoff, newestFailure)
+			}
+			if got := RetryNumber(job, history); got != v.RetryNumber {
+				t.Fatalf("round %d, %s: RetryNumber %d, History %d", round, job.Name, got, v.RetryNumber)
+			}
+		}
+	}
+}

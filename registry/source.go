@@ -62,8 +62,8 @@ func newSource(jobStore cache.Indexer, owners map[jobs.Kind]cache.Indexer, now f
 		now = time.Now
 	}
 	s := &Source{jobs: jobStore, owners: owners, now: now}
-	s.runHub = newHub(func() runtime.Object { return &runs.Run{} }, runFieldSet)
-	s.planHub = newHub(func() runtime.Object { return &runs.Plan{} }, planFieldSet)
+	s.runHub = newHub(func() runtime.Object { return &runs.Run{} }, runFieldSet, now)
+	s.planHub = newHub(func() runtime.Object { return &runs.Plan{} }, planFieldSet, now)
 	return s
 }
 
@@ -188,6 +188,9 @@ func (g group) planOwner() jobs.PlanOwner {
 	return PlanOwnerOf(g.owner.Annotations, g.owner.plan)
 }
 
+// history indexes the group's Jobs once for the views of many of its runs.
+func (g group) history() *jobs.History { return jobs.NewHistory(g.jobs, g.limits()) }
+
 // run computes the run of the group's Job at index i.
 func (g group) run(i int, now time.Time) *runs.Run {
 	return RunOf(&g.jobs[i], g.jobs, g.limits(), now)
@@ -213,6 +216,18 @@ type selection struct {
 	namespace string
 	label     labels.Selector
 	field     fields.Selector
+}
+
+// key names the selection: two selections with the same key select the same objects.
+func (sel selection) key() string {
+	key := sel.namespace
+	if sel.label != nil {
+		key += "\x00" + sel.label.String()
+	}
+	if sel.field != nil {
+		key += "\x00" + sel.field.String()
+	}
+	return key
 }
 
 // matches reports whether obj, a run or a plan, is selected, given its field set.
@@ -267,12 +282,13 @@ func (s *Source) listRuns(sel selection) []*runs.Run {
 	var out []*runs.Run
 	for key, selected := range s.candidates(sel) {
 		g := s.groupOf(s.siblings(key))
+		h := g.history()
 		for _, r := range selected {
-			i := g.indexOf(r.Name)
+			i := h.Index(r.Name)
 			if i < 0 {
 				continue
 			}
-			run := g.run(i, now)
+			run := runOfView(h.Job(i), h.ViewRun(i, now))
 			if sel.field == nil || sel.field.Empty() || sel.field.Matches(runFieldSet(run)) {
 				out = append(out, run)
 			}
@@ -359,8 +375,10 @@ func withoutRecord(records []*jobRecord, name string) []*jobRecord {
 // views computes the runs and plans of a group by name.
 func (s *Source) views(g group, now time.Time) (map[string]*runs.Run, map[string]*runs.Plan) {
 	rs, ps := make(map[string]*runs.Run, len(g.jobs)), map[string]*runs.Plan{}
+	for _, run := range RunsOf(g.history(), now) {
+		rs[run.Name] = run
+	}
 	for i := range g.jobs {
-		rs[g.jobs[i].Name] = g.run(i, now)
 		if p, ok := g.plan(i); ok {
 			ps[g.jobs[i].Name] = p
 		}
