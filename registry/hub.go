@@ -3,6 +3,7 @@ package registry
 import (
 	"strconv"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,6 +21,10 @@ const (
 	// watcherBuffer is how many events a watcher may fall behind before the hub ends its watch;
 	// the client then watches again from its last resourceVersion.
 	watcherBuffer = 1024
+	// resultBuffer is the buffer of a watch's result channel. The API server flushes the
+	// response whenever that channel is empty, so a buffer lets a burst (the initial events)
+	// go out in a few large writes instead of one network write per event.
+	resultBuffer = 128
 )
 
 // hubEvent is a change of one run or plan. old is nil for ADDED, new nil for DELETED. key is
@@ -53,14 +58,34 @@ type hub struct {
 	evicted  bool
 	evictedX hubEvent // the evicted event that reaches the newest resourceVersion
 	watchers map[*hubWatcher]struct{}
+	// published counts publish calls; initial lists computed since the last one still hold.
+	published uint64
+	// initialMemo shares the initial objects of one selection among the watches that start
+	// before the next publish, within initialMemoAge: a herd of watchers that start together
+	// costs one computation and one copy of the objects, which nobody mutates.
+	initialMemo map[string]initialMemoEntry
+	now         func() time.Time
 }
 
-func newHub(newObject func() runtime.Object, fieldsOf func(runtime.Object) fields.Set) *hub {
+// initialMemoAge bounds how old shared initial objects may be; the durations of running
+// Jobs in them are computed at that time.
+const initialMemoAge = time.Second
+
+// initialMemoEntry is the initial objects of one selection, computed at publish count and time.
+type initialMemoEntry struct {
+	published uint64
+	at        time.Time
+	objects   []runtime.Object
+}
+
+func newHub(newObject func() runtime.Object, fieldsOf func(runtime.Object) fields.Set, now func() time.Time) *hub {
 	return &hub{
-		newObject: newObject,
-		fieldsOf:  fieldsOf,
-		history:   make([]hubEvent, hubHistory),
-		watchers:  map[*hubWatcher]struct{}{},
+		newObject:   newObject,
+		fieldsOf:    fieldsOf,
+		history:     make([]hubEvent, hubHistory),
+		watchers:    map[*hubWatcher]struct{}{},
+		initialMemo: map[string]initialMemoEntry{},
+		now:         now,
 	}
 }
 
@@ -71,6 +96,8 @@ func (h *hub) publish(events []hubEvent) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.published++
+	clear(h.initialMemo)
 	for _, e := range events {
 		h.record(e)
 		for w := range h.watchers {
@@ -98,6 +125,18 @@ func (h *hub) record(e hubEvent) {
 	h.count++
 }
 
+// initialObjects returns the current objects of the selection named key, computed by list or
+// shared with a watch that started since the last publish.
+func (h *hub) initialObjects(key string, list func() []runtime.Object) []runtime.Object {
+	now := h.now()
+	if e, ok := h.initialMemo[key]; ok && e.published == h.published && now.Sub(e.at) < initialMemoAge {
+		return e.objects
+	}
+	objects := list()
+	h.initialMemo[key] = initialMemoEntry{published: h.published, at: now, objects: objects}
+	return objects
+}
+
 // watch registers a watcher. initial, when set, computes the current objects of the
 // selection, sent as ADDED first (resourceVersion "" or "0", or sendInitialEvents); otherwise
 // the events after resourceVersion rv are replayed, or 410 Gone returned when some were
@@ -107,14 +146,14 @@ func (h *hub) watch(sel selection, rv string, initial func() []runtime.Object, l
 		sel:      sel,
 		fieldsOf: h.fieldsOf,
 		in:       make(chan watch.Event, watcherBuffer),
-		out:      make(chan watch.Event),
+		out:      make(chan watch.Event, resultBuffer),
 		done:     make(chan struct{}),
 		hub:      h,
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if initial != nil {
-		for _, obj := range initial() {
+		for _, obj := range h.initialObjects(sel.key(), initial) {
 			w.initial = append(w.initial, watch.Event{Type: watch.Added, Object: obj})
 		}
 		if bookmark {

@@ -11,6 +11,7 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/utils/ptr"
@@ -218,5 +219,47 @@ func TestAStoppedWatcherIsRemoved(t *testing.T) {
 	}
 	if n := src.runHub.watcherCount(); n != 0 {
 		t.Fatalf("%d watchers after Stop", n)
+	}
+}
+
+// TestWatchesStartingTogetherShareTheirInitialObjects: watches of one selection that start
+// before the next change share one computation of the current objects; a change, or a second's
+// age, makes the next watch compute them again.
+func TestWatchesStartingTogetherShareTheirInitialObjects(t *testing.T) {
+	clock := time.Unix(100, 0)
+	h := newHub(func() runtime.Object { return &runs.Run{} }, runFieldSet, func() time.Time { return clock })
+	computed := 0
+	list := func() []runtime.Object { computed++; return []runtime.Object{&runs.Run{}} }
+	sel := selection{namespace: "ns"}
+	start := func() {
+		w, err := h.watch(sel, "", list, func() string { return "1" }, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Stop()
+	}
+	start()
+	start()
+	if computed != 1 {
+		t.Fatalf("two watches starting together computed the objects %d times, want 1", computed)
+	}
+	h.publish([]hubEvent{{key: 2, typ: watch.Added, new: &runs.Run{}}})
+	start()
+	if computed != 2 {
+		t.Fatalf("a watch after a change computed %d times in all, want 2", computed)
+	}
+	clock = clock.Add(initialMemoAge)
+	start()
+	if computed != 3 {
+		t.Fatalf("a watch a second later computed %d times in all, want 3", computed)
+	}
+	other := selection{namespace: "other"}
+	if w, err := h.watch(other, "", list, func() string { return "1" }, false); err != nil {
+		t.Fatal(err)
+	} else {
+		w.Stop()
+	}
+	if computed != 4 {
+		t.Fatalf("a watch of another selection computed %d times in all, want 4", computed)
 	}
 }

@@ -54,6 +54,11 @@ type System struct {
 	BinDir string
 	// LogDir holds controller.log, apiserver.log and nodeagent.log.
 	LogDir string
+	// ControllerMetricsURL is the controller's Prometheus endpoint (plain HTTP on loopback).
+	ControllerMetricsURL string
+	// APIServerURL is the aggregated API server's own address, which serves /metrics to a
+	// client the kube-apiserver's client CA vouches for; APIServerCAFile verifies it.
+	APIServerURL, APIServerCAFile string
 
 	cancel     context.CancelFunc
 	processes  []*process
@@ -164,6 +169,7 @@ func (s *System) startAPIServer(ctx context.Context) error {
 	if err := testenv.WaitForHTTPSReady(ctx, port, cert.CAFile, 2*time.Minute); err != nil {
 		return fmt.Errorf("%w; log: %s", err, tail(filepath.Join(s.LogDir, "apiserver.log")))
 	}
+	s.APIServerURL, s.APIServerCAFile = "https://127.0.0.1:"+strconv.Itoa(port), cert.CAFile
 	return s.Env.RegisterAPIService(ctx, Namespace, APIServerSA, APIServiceName, port, cert.CAPEM)
 }
 
@@ -176,9 +182,14 @@ func (s *System) startController(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	metricsPort, err := testenv.FreePort()
+	if err != nil {
+		return err
+	}
+	s.ControllerMetricsURL = "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics"
 	return s.run("controller", filepath.Join(s.BinDir, "controller"),
 		"--kubeconfig="+kubeconfig, "--runner-image="+RunnerImage,
-		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(probePort),
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort), "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(probePort),
 	)
 }
 

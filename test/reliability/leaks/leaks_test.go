@@ -12,6 +12,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +26,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -243,6 +246,34 @@ func TestSecretsNeverLeak(t *testing.T) {
 		}
 		haystacks[name+" log"] = string(data)
 	}
+	// Both servers' metrics: the controller's endpoint, and the aggregated server's own /metrics
+	// (not proxied by the aggregator; the admin's client certificate passes its delegated
+	// authentication).
+	resp, err := http.Get(sys.ControllerMetricsURL)
+	if err != nil {
+		t.Fatalf("reading the controller's metrics: %v", err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	haystacks["controller metrics"] = string(data)
+	if !strings.Contains(string(data), "captf_jobs_total{") {
+		t.Errorf("the controller's metrics have no captf_jobs_total series")
+	}
+	direct := rest.CopyConfig(sys.Env.Config)
+	direct.Host, direct.CAData, direct.CAFile = sys.APIServerURL, nil, sys.APIServerCAFile
+	httpClient, err := rest.HTTPClientFor(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err = httpClient.Get(sys.APIServerURL + "/metrics"); err != nil {
+		t.Fatalf("reading the aggregated API server's metrics: %v", err)
+	}
+	data, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), "apiserver_request_total") {
+		t.Fatalf("the aggregated API server's metrics: %s: %.200s", resp.Status, data)
+	}
+	haystacks["apiserver metrics"] = string(data)
 	// Positive control: the scanner finds the markers where they belong, in the spec.
 	spec, _ := json.Marshal(obj.Spec)
 	if !strings.Contains(string(spec), markers[0]) || !strings.Contains(string(spec), markers[1]) {
@@ -260,7 +291,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	if len(events(haystacks)) == 0 {
 		t.Error("no events scanned")
 	}
-	t.Logf("FIGURE leaks: %d needles (2 markers, the plan key in %d encodings) absent from %d haystacks (%d KB: runs, plans, events, %d Jobs' metadata, cluster status, controller and apiserver logs); %d bad approval bodies answered 4xx; 0 per-run Secrets left; %s",
+	t.Logf("FIGURE leaks: %d needles (2 markers, the plan key in %d encodings) absent from %d haystacks (%d KB: runs, plans, events, %d Jobs' metadata, cluster status, controller and apiserver logs and metrics); %d bad approval bodies answered 4xx; 0 per-run Secrets left; %s",
 		len(needles), len(needles)-2, len(haystacks), bytes/1024, len(jobList.Items), len(bad), time.Since(start).Round(time.Second))
 }
 
