@@ -222,9 +222,12 @@ func BenchmarkController(b *testing.B) {
 		if err := admin.Create(ctx, tc); err != nil {
 			return err
 		}
+		// Labelled as the backend labels the state Secrets of the controller's runs.
+		labels := jobs.OwnerLabels(jobs.KindCluster, name(i))
+		labels["tfstate"] = "true"
 		return admin.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: state.SecretName(jobs.StateSecretSuffix(ns, jobs.KindCluster, name(i))), Namespace: ns,
-				Annotations: map[string]string{state.InputsHashAnnotation: rendered.Hash}},
+				Labels: labels, Annotations: map[string]string{state.InputsHashAnnotation: rendered.Hash}},
 			Data: map[string][]byte{"tfstate": stateDoc},
 		})
 	}); err != nil {

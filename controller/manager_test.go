@@ -19,6 +19,7 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller"
+	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/testenv"
 )
@@ -114,6 +115,37 @@ func TestManagerRunsAJobUnderItsShippedRBAC(t *testing.T) {
 	if err := admin.Get(ctx, client.ObjectKeyFromObject(tc), tc); err != nil || tc.Status.ActiveJob != nil || tc.Status.LastRun == nil || tc.Status.LastRun.Outcome != "Failed" {
 		t.Fatalf("status = %+v (%v)", tc.Status, err)
 	}
+
+	// A state Secret written while the object waits out its backoff (a minute) brings a pass
+	// through the manager's watch of managed Secrets' metadata, which the RBAC must allow.
+	data, err := state.Compress([]byte(`{"version":4,"serial":7,"lineage":"l1","resources":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := jobs.OwnerLabels(jobs.KindCluster, "web")
+	labels["tfstate"] = "true"
+	stateSecret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "mgr", Name: state.SecretName(jobs.StateSecretSuffix("mgr", jobs.KindCluster, "web")), Labels: labels},
+		Data:       map[string][]byte{"tfstate": data},
+	}
+	if err := admin.Create(ctx, stateSecret); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the state Secret's event brings a pass that reads serial 7", func(ctx context.Context) (bool, error) {
+		err := admin.Get(ctx, client.ObjectKeyFromObject(tc), tc)
+		return err == nil && tc.Status.ObservedStateSerial == 7, err
+	})
+	// The pass remembered serial 7 under the Secret's resourceVersion; a new version is read.
+	if stateSecret.Data["tfstate"], err = state.Compress([]byte(`{"version":4,"serial":8,"lineage":"l1","resources":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Update(ctx, stateSecret); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the changed state Secret is read again: serial 8", func(ctx context.Context) (bool, error) {
+		err := admin.Get(ctx, client.ObjectKeyFromObject(tc), tc)
+		return err == nil && tc.Status.ObservedStateSerial == 8, err
+	})
 }
 
 func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {

@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -53,8 +54,14 @@ func NewScheme() *runtime.Scheme {
 // Jobs are cached, and Secrets, Leases and Pods are always read from the API server, so a
 // decision never rests on a stale Secret or Lease and the cache holds no Secret data.
 func ManagerOptions(opts ctrl.Options) ctrl.Options {
+	managed := labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue})
+	secretMetadata := &metav1.PartialObjectMetadata{}
+	secretMetadata.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	opts.Cache.ByObject = map[client.Object]cache.ByObject{
-		&batchv1.Job{}: {Label: labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue})},
+		&batchv1.Job{}: {Label: managed},
+		// Metadata only, so no Secret data is cached: the state Secrets (labelled through the
+		// backend's labels setting), durable inputs, plan keys, backups and per-run Secrets.
+		secretMetadata: {Label: managed},
 	}
 	opts.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &coordinationv1.Lease{}, &corev1.Pod{}, &corev1.ServiceAccount{}, &rbacv1.RoleBinding{}}}
 	return opts
@@ -76,12 +83,15 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	base := workspace.Reconciler{
-		Client:      mgr.GetClient(),
-		APIReader:   mgr.GetAPIReader(),
-		Recorder:    mgr.GetEventRecorder("captf-controller"),
-		Clock:       opts.Clock,
-		Metrics:     m,
-		RunnerImage: opts.RunnerImage,
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		// The client bypasses the cache for Secrets, metadata included; the cache itself serves
+		// the metadata.
+		SecretMetadata: mgr.GetCache(),
+		Recorder:       mgr.GetEventRecorder("captf-controller"),
+		Clock:          opts.Clock,
+		Metrics:        m,
+		RunnerImage:    opts.RunnerImage,
 	}
 	for _, r := range []*workspace.Reconciler{terraformcluster.New(base), terraformmachine.New(base), terraformmachinepool.New(base)} {
 		if err := r.SetupWithManager(mgr, opts.Concurrency); err != nil {

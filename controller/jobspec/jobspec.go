@@ -5,6 +5,7 @@
 package jobspec
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -209,12 +210,32 @@ func runnerArgs(p Params) []string {
 		"--backend-config=secret_suffix=" + p.StateSuffix,
 		"--backend-config=namespace=" + p.Namespace,
 		"--backend-config=in_cluster_config=true",
+		"--backend-config=labels=" + BackendLabels(p.Kind, p.ObjectName, p.ClusterName),
 	}
 	if p.PlanKeySecret != "" {
 		args = append(args, "--plan-key-file="+PlanKeyFile)
 	}
 	return append(args, p.RunnerArgs...)
 }
+
+// BackendLabels is the backend's labels setting, which the backend puts on the state Secret and
+// its lock Lease when it creates them: the owner labels (the controller's metadata cache selects
+// on the managed label and maps the Secret to its object by the others), the cluster-name label
+// when the object has one, and clusterctl's move label, so `clusterctl move` takes the state
+// along. It is JSON, which the backend reads as an HCL object; label keys and values hold no
+// "${" that HCL would interpolate.
+func BackendLabels(kind jobs.Kind, name, clusterName string) string {
+	labels := jobs.OwnerLabels(kind, name)
+	if clusterName != "" {
+		labels[jobs.LabelClusterName] = jobs.LabelValue(clusterName)
+	}
+	labels[ClusterctlMoveLabel] = ""
+	data, _ := json.Marshal(labels)
+	return string(data)
+}
+
+// ClusterctlMoveLabel marks objects `clusterctl move` moves with the cluster.
+const ClusterctlMoveLabel = "clusterctl.cluster.x-k8s.io/move"
 
 // reservedEnv are variables the runner sets itself or that would point OpenTofu elsewhere; a
 // policy cannot override them.

@@ -109,9 +109,10 @@ func TestBuild(t *testing.T) {
 				t.Errorf("plan key not mounted: %v", j.Spec.Template.Spec.Volumes)
 			}
 		}},
-		{"the runner gets the op, the state suffix and the lock timeout", nil, func(t *testing.T, j *batchv1.Job) {
+		{"the runner gets the op, the state suffix, the state Secret's owner labels and the lock timeout", nil, func(t *testing.T, j *batchv1.Job) {
 			cmd := j.Spec.Template.Spec.Containers[0].Command
-			for _, want := range []string{RunnerPath, "run", "--op=apply", "--backend-config=secret_suffix=0123456789abcdef-c", "--backend-config=namespace=ns", "--lock-timeout=300s", "--stop-timeout=570s"} {
+			labels := `--backend-config=labels={"captf.infrastructure.cluster.x-k8s.io/owner-kind":"TerraformCluster","captf.infrastructure.cluster.x-k8s.io/owner-name":"web","captf.io/managed":"true","cluster.x-k8s.io/cluster-name":"prod","clusterctl.cluster.x-k8s.io/move":""}`
+			for _, want := range []string{RunnerPath, "run", "--op=apply", "--backend-config=secret_suffix=0123456789abcdef-c", "--backend-config=namespace=ns", labels, "--lock-timeout=300s", "--stop-timeout=570s"} {
 				if !slices.Contains(cmd, want) {
 					t.Errorf("command %v lacks %s", cmd, want)
 				}

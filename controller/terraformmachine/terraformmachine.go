@@ -4,6 +4,8 @@
 package terraformmachine
 
 import (
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
@@ -15,6 +17,7 @@ import (
 func New(base workspace.Reconciler) *workspace.Reconciler {
 	base.Kind = jobs.KindMachine
 	base.NewObject = func() infrav1.Workspace { return &infrav1.TerraformMachine{} }
+	base.NewList = func() client.ObjectList { return &infrav1.TerraformMachineList{} }
 	base.Mutable = func(obj infrav1.Workspace) bool {
 		init := obj.WorkspaceStatus().Initialization
 		return init == nil || !ptr.Deref(init.Provisioned, false)

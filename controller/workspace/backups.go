@@ -40,10 +40,18 @@ func BackupName(suffix string, serial int64) string {
 
 // backupState copies a state serial the controller has not seen before into a backup Secret,
 // verbatim, and keeps the newest few. It never runs for a deleted object or an unreadable or
-// empty state, and a restore writes the backup's own serial, so it makes no new backup.
-func (p *pass) backupState(ctx context.Context, st state.State, stateSecret *corev1.Secret) error {
+// empty state, and a restore writes the backup's own serial, so it makes no new backup. A
+// remembered state was backed up by the pass that read it; only its serial is recorded.
+func (p *pass) backupState(ctx context.Context, st state.State, stateSecret *corev1.Secret, remembered bool) error {
 	status := p.status()
-	if stateSecret == nil || !st.Exists || st.Serial < 1 || !p.obj.GetDeletionTimestamp().IsZero() || st.Serial == status.ObservedStateSerial {
+	if !st.Exists || st.Serial < 1 || !p.obj.GetDeletionTimestamp().IsZero() || st.Serial == status.ObservedStateSerial {
+		return nil
+	}
+	if remembered {
+		status.ObservedStateSerial = st.Serial
+		return nil
+	}
+	if stateSecret == nil {
 		return nil
 	}
 	suffix := p.stateSuffix()

@@ -37,6 +37,7 @@ func (p *pass) cleanup(ctx context.Context) error {
 			return fmt.Errorf("cleaning up %s: %w", o.GetName(), err)
 		}
 	}
+	p.r.states.forget(client.ObjectKeyFromObject(objects[0]))
 	return nil
 }
 

@@ -48,7 +48,7 @@ func TestEveryRecordedReasonIsDocumented(t *testing.T) {
 	}
 	check := func(pos token.Pos, reason ast.Expr) {
 		if id, ok := reason.(*ast.Ident); !ok || !documented[constants[id.Name]] {
-			t.Errorf("%s: event reason %s is not a documented Event constant", fset.Position(pos), types(reason))
+			t.Errorf("%s: event reason %s is not a documented Event constant", fset.Position(pos), exprText(reason))
 		}
 	}
 	for _, f := range parsed {
@@ -74,7 +74,7 @@ func TestEveryRecordedReasonIsDocumented(t *testing.T) {
 	}
 }
 
-func types(e ast.Expr) string {
+func exprText(e ast.Expr) string {
 	switch x := e.(type) {
 	case *ast.BasicLit:
 		return x.Value

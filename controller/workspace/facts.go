@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,32 +30,78 @@ type Facts struct {
 	// Rendered are the object's inputs; RenderErr says why they could not be rendered.
 	Rendered  inputs.Rendered
 	RenderErr error
-	// StateSecret is the state Secret, nil when there is none.
+	// StateSecret is the state Secret, nil when there is none or the state was remembered.
 	StateSecret *corev1.Secret
 	// RestoreProblem says why a captf.io/restore-state annotation names no usable backup.
 	RestoreProblem string
+
+	// FromCache is set when a Secret was not read live: the state came from the state memo or
+	// the durable inputs' annotations from the metadata cache. A pass reads live before it acts.
+	FromCache bool
+	// StateRemembered is set when the state came from the state memo, which holds only states
+	// already backed up.
+	StateRemembered bool
+	// stateKey and stateVersion identify the state Secret read live, for the memo.
+	stateKey     types.NamespacedName
+	stateVersion string
 }
 
 // GatherFacts reads what the decision needs about obj: its state, its durable inputs, a
 // requested restore, and its rendered inputs, alongside its retained Jobs. Reads go to reader,
 // which must not be a cache (Secrets are never cached).
 func (r *Reconciler) GatherFacts(ctx context.Context, reader client.Reader, obj infrav1.Workspace, retained []batchv1.Job, now time.Time) (Facts, error) {
+	return r.gatherFacts(ctx, reader, obj, retained, now, false)
+}
+
+// gatherFacts is GatherFacts; with useCache, a state Secret whose cached metadata shows the
+// resourceVersion the memo read is not read again, and the durable inputs' annotations come
+// from the metadata cache.
+func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj infrav1.Workspace, retained []batchv1.Job, now time.Time, useCache bool) (Facts, error) {
 	var f Facts
 	ns, suffix := obj.GetNamespace(), jobs.StateSecretSuffix(obj.GetNamespace(), r.Kind, obj.GetName())
-	var stateSecret corev1.Secret
+	f.stateKey = types.NamespacedName{Namespace: ns, Name: state.SecretName(suffix)}
 	var st state.State
 	var stateErr error
-	err := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: state.SecretName(suffix)}, &stateSecret)
-	switch {
-	case err == nil:
-		f.StateSecret = &stateSecret
-		st, stateErr = state.Read(&stateSecret)
-	case !apierrors.IsNotFound(err):
-		return f, fmt.Errorf("reading the state Secret: %w", err)
+	remembered := false
+	if useCache {
+		if m, found, err := cachedSecretMetadata(ctx, r.SecretMetadata, f.stateKey); err == nil && found {
+			if e, ok := r.states.lookup(f.stateKey, m.ResourceVersion); ok {
+				st, stateErr, remembered = e.state, e.err, true
+				f.FromCache, f.StateRemembered = true, true
+			}
+		}
 	}
-	var durable corev1.Secret
-	if err := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: jobs.InputsSecretName(r.Kind, obj.GetName())}, &durable); err != nil && !apierrors.IsNotFound(err) {
-		return f, fmt.Errorf("reading the durable inputs Secret: %w", err)
+	if !remembered {
+		var stateSecret corev1.Secret
+		err := reader.Get(ctx, f.stateKey, &stateSecret)
+		switch {
+		case err == nil:
+			f.StateSecret, f.stateVersion = &stateSecret, stateSecret.ResourceVersion
+			st, stateErr = state.Read(&stateSecret)
+		case !apierrors.IsNotFound(err):
+			return f, fmt.Errorf("reading the state Secret: %w", err)
+		}
+	}
+	durableKey := client.ObjectKey{Namespace: ns, Name: jobs.InputsSecretName(r.Kind, obj.GetName())}
+	var durable metav1.ObjectMeta
+	if useCache && r.SecretMetadata != nil {
+		// Only its annotations count. Every durable inputs Secret carries the managed label, so
+		// the metadata cache has it, or it does not exist yet, or its event is on the way and
+		// brings another pass.
+		m, found, err := cachedSecretMetadata(ctx, r.SecretMetadata, durableKey)
+		if err != nil {
+			return f, fmt.Errorf("reading the durable inputs Secret from the cache: %w", err)
+		}
+		if found {
+			durable = m.ObjectMeta
+		}
+		f.FromCache = true
+	} else {
+		var secret corev1.Secret
+		if err := reader.Get(ctx, durableKey, &secret); err != nil && !apierrors.IsNotFound(err) {
+			return f, fmt.Errorf("reading the durable inputs Secret: %w", err)
+		}
+		durable = secret.ObjectMeta
 	}
 	restore, problem, err := restoreRequest(ctx, reader, obj, suffix)
 	if err != nil {

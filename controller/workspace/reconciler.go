@@ -13,7 +13,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -21,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/metrics"
@@ -46,9 +50,14 @@ const PausedAnnotation = "cluster.x-k8s.io/paused"
 type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
-	Recorder  events.EventRecorder
-	Clock     clock.PassiveClock
-	Metrics   *metrics.Metrics
+	// SecretMetadata reads the metadata of managed Secrets (label captf.io/managed) from the
+	// manager's cache. With it a pass that changes nothing reads no Secret: it takes the state
+	// from a memo while the state Secret's resourceVersion is unchanged, and the durable inputs'
+	// annotations from the cache. Nil: every Secret is read live.
+	SecretMetadata client.Reader
+	Recorder       events.EventRecorder
+	Clock          clock.PassiveClock
+	Metrics        *metrics.Metrics
 	// RunnerImage is the image of the runner init container.
 	RunnerImage string
 
@@ -57,6 +66,11 @@ type Reconciler struct {
 	NewObject func() infrav1.Workspace
 	// Mutable reports whether changed inputs are applied again.
 	Mutable func(infrav1.Workspace) bool
+	// NewList returns an empty list of the kind.
+	NewList func() client.ObjectList
+
+	// states remembers the state reads; SetupWithManager creates it.
+	states *stateMemo
 }
 
 // Finalizer returns the finalizer of a kind, e.g. terraformcluster.infrastructure.cluster.x-k8s.io.
@@ -207,10 +221,45 @@ func (p *pass) podsOf(ctx context.Context, job string) ([]corev1.Pod, error) {
 // SetupWithManager registers the reconciler for its kind, woken by changes of the kind and of
 // the Jobs it controls.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	r.states = newStateMemo()
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(string(r.Kind))).
 		For(r.NewObject()).
 		Owns(&batchv1.Job{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+	if r.SecretMetadata != nil {
+		// A changed state Secret or durable inputs Secret brings a pass, so a pass that trusted
+		// the cache sees the change once the cache has it.
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), r.NewObject(), ownerNameIndex, func(o client.Object) []string {
+			return []string{jobs.LabelValue(o.GetName())}
+		}); err != nil {
+			return fmt.Errorf("indexing %s by owner label: %w", r.Kind, err)
+		}
+		b = b.WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretOwners))
+	}
+	return b.Complete(r)
+}
+
+// ownerNameIndex indexes objects by the value of their owner-name label (jobs.LabelValue).
+const ownerNameIndex = "captf.ownerNameLabel"
+
+// secretOwners maps a managed Secret to the objects of this kind its owner labels name: a
+// name label is the name itself, or a hash of a long one, so the index answers both.
+func (r *Reconciler) secretOwners(ctx context.Context, secret client.Object) []reconcile.Request {
+	labels := secret.GetLabels()
+	if labels[jobs.LabelOwnerKind] != string(r.Kind) || labels[jobs.LabelOwnerName] == "" {
+		return nil
+	}
+	list := r.NewList()
+	if err := r.Client.List(ctx, list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{ownerNameIndex: labels[jobs.LabelOwnerName]}); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		if obj, ok := o.(client.Object); ok {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+		}
+		return nil
+	})
+	return out
 }

@@ -62,22 +62,25 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, nil
 	}
 
-	f, err := p.r.GatherFacts(ctx, p.r.APIReader, p.obj, p.jobs, p.now)
+	f, d, err := p.decide(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	in, rendered, renderErr := f.Input, f.Rendered, f.RenderErr
 	p.stateCondition(in.State, in.StateErr)
 	if in.StateErr == nil {
-		if err := p.backupState(ctx, in.State, f.StateSecret); err != nil {
+		if err := p.backupState(ctx, in.State, f.StateSecret, f.StateRemembered); err != nil {
 			return ctrl.Result{}, err
 		}
+	}
+	if f.stateVersion != "" {
+		// Read live and, if it needed one, backed up: the next pass may take it from the memo.
+		p.r.states.remember(f.stateKey, f.stateVersion, in.State, in.StateErr)
 	}
 	if f.RestoreProblem != "" {
 		conditions.Set(&status.Conditions, conditions.RestoreJobSucceeded, metav1.ConditionFalse, conditions.ReasonRestoreBackupMissing, f.RestoreProblem, p.obj.GetGeneration(), p.now)
 	}
 	p.driftCondition(in)
-	d := decide.Decide(in)
 	p.r.Metrics.Decided(p.r.Kind, d.Op, d.Reason)
 	if renderErr != nil && !in.Deleting {
 		p.inputsProblem(renderErr)
@@ -92,6 +95,24 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 	}
 	return p.start(ctx, d, rendered, in.InterruptedApply)
+}
+
+// decide gathers the facts and decides. Facts partly taken from caches may only confirm that
+// there is nothing to do: a decision to start a Job is made again from live reads, so a lagging
+// cache can delay a run (until the Secret's event brings a pass) but never start a wrong one.
+func (p *pass) decide(ctx context.Context) (Facts, decide.Decision, error) {
+	useCache := p.r.SecretMetadata != nil && p.r.states != nil
+	for {
+		f, err := p.r.gatherFacts(ctx, p.r.APIReader, p.obj, p.jobs, p.now, useCache)
+		if err != nil {
+			return f, decide.Decision{}, err
+		}
+		d := decide.Decide(f.Input)
+		if d.Op == "" || !f.FromCache {
+			return f, d, nil
+		}
+		useCache = false
+	}
 }
 
 // hasJob reports whether the object's listed Jobs include name.

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/runner"
 	"github.com/captf/captf/test/testenv"
@@ -172,7 +173,7 @@ func (h *harness) options(op jobs.Op, config string) runner.Options {
 		"config_path=" + h.env.Kubeconfig,
 		"namespace=" + h.ns,
 		"secret_suffix=" + h.suffix,
-		`labels={"captf.io/managed"="true","captf.infrastructure.cluster.x-k8s.io/owner-kind"="TerraformCluster"}`,
+		"labels=" + jobspec.BackendLabels(jobs.KindCluster, "web", "prod"),
 	}
 	o.LockTimeout = 30 * time.Second
 	o.StopTimeout = 30 * time.Second

@@ -32,9 +32,15 @@ func TestApplyCreatesStateAndRepeatsAsNoOp(t *testing.T) {
 	if first.Runtime == nil || first.Runtime.Version == "" || first.Image == nil || first.Image.Ref == "" {
 		t.Errorf("runtime %+v, image %+v; want both reported", first.Runtime, first.Image)
 	}
-	// The state lives beside the object, labelled from the backend configuration.
+	// The state lives beside the object, labelled from the backend configuration with the
+	// owner labels the controller's metadata cache selects and maps by.
 	secret := h.stateSecret()
-	if secret.Labels["captf.io/managed"] != "true" || secret.Labels["captf.infrastructure.cluster.x-k8s.io/owner-kind"] != "TerraformCluster" {
+	for key, value := range jobs.OwnerLabels(jobs.KindCluster, "web") {
+		if secret.Labels[key] != value {
+			t.Errorf("state Secret label %s = %q, want %q", key, secret.Labels[key], value)
+		}
+	}
+	if v, ok := secret.Labels["clusterctl.cluster.x-k8s.io/move"]; !ok || v != "" || secret.Labels["cluster.x-k8s.io/cluster-name"] != "prod" || secret.Labels["tfstate"] != "true" {
 		t.Errorf("state Secret labels %v, want the backend-config labels", secret.Labels)
 	}
 	state, _ := h.state()

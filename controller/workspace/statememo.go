@@ -1,0 +1,89 @@
+package workspace
+
+import (
+	"context"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/captf/captf/controller/state"
+)
+
+// secretGVK is the kind of the Secrets whose metadata the manager caches.
+var secretGVK = corev1.SchemeGroupVersion.WithKind("Secret")
+
+// stateMemo remembers, per state Secret, what the last live read of it found: the state as
+// read (without its outputs, so no state data stays in memory) and the Secret's
+// resourceVersion. While the cached metadata of the Secret shows the same resourceVersion the
+// Secret has not changed, and a pass takes the state from here instead of reading the Secret.
+// An entry is stored only after the pass that read the Secret backed the state up, so a
+// remembered state never needs its data again.
+type stateMemo struct {
+	mu      sync.Mutex
+	entries map[types.NamespacedName]stateMemoEntry
+}
+
+// stateMemoEntry is one remembered read.
+type stateMemoEntry struct {
+	resourceVersion string
+	state           state.State
+	err             error
+}
+
+func newStateMemo() *stateMemo {
+	return &stateMemo{entries: map[types.NamespacedName]stateMemoEntry{}}
+}
+
+// remember stores what a live read of the Secret at resourceVersion found.
+func (m *stateMemo) remember(key types.NamespacedName, resourceVersion string, st state.State, err error) {
+	if m == nil || resourceVersion == "" {
+		return
+	}
+	st.Outputs = nil
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.entries[key] = stateMemoEntry{resourceVersion: resourceVersion, state: st, err: err}
+}
+
+// forget drops the entry of a Secret, e.g. once its object is gone.
+func (m *stateMemo) forget(key types.NamespacedName) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.entries, key)
+}
+
+// lookup returns the remembered state of the Secret when its resourceVersion is current.
+func (m *stateMemo) lookup(key types.NamespacedName, resourceVersion string) (stateMemoEntry, bool) {
+	if m == nil {
+		return stateMemoEntry{}, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[key]
+	return e, ok && e.resourceVersion == resourceVersion
+}
+
+// cachedSecretMetadata reads a Secret's metadata from the manager's metadata cache; found is
+// false when there is no cache or the cache does not have it (not labelled for the cache, or
+// not there).
+func cachedSecretMetadata(ctx context.Context, cache client.Reader, key types.NamespacedName) (m *metav1.PartialObjectMetadata, found bool, err error) {
+	if cache == nil {
+		return nil, false, nil
+	}
+	m = &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(secretGVK)
+	switch err := cache.Get(ctx, key, m); {
+	case apierrors.IsNotFound(err):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return m, true, nil
+}
