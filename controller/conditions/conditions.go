@@ -49,6 +49,7 @@ const (
 	ReasonStateEncrypted       = "StateEncrypted"
 	ReasonStateUnsupported     = "StateUnsupported"
 	ReasonStateUnreadable      = "StateUnreadable"
+	ReasonStateLocked          = "StateLocked"
 	ReasonJobInterrupted       = "JobInterrupted"
 	ReasonNotReady             = "NotReady"
 	ReasonStateRestored        = "StateRestored"

@@ -22,6 +22,8 @@ type Metrics struct {
 	Decisions *prometheus.CounterVec
 	// LeaseWaits counts passes that could not take a run Lease.
 	LeaseWaits *prometheus.CounterVec
+	// ForceUnlocks counts stale state locks handed to a Job to release.
+	ForceUnlocks *prometheus.CounterVec
 }
 
 // Series describes one series; the collectors and docs/metrics-events.md are both made from
@@ -48,6 +50,8 @@ var Reference = []Series{
 		Help: "Decisions of reconcile passes; op is none when nothing started."},
 	{Name: "captf_lease_waits_total", Type: "counter", Labels: []string{"kind", "reason"},
 		Help: "Passes that waited for a run Lease held by another Job."},
+	{Name: "captf_lock_force_unlocks_total", Type: "counter", Labels: []string{"kind"},
+		Help: "Stale state locks, left by a finished or vanished pod of the object's own Jobs, handed to the next Job to release."},
 }
 
 func find(name string) Series {
@@ -73,14 +77,15 @@ func histogram(name string) *prometheus.HistogramVec {
 // from active, on reg.
 func New(reg prometheus.Registerer, active func() map[[2]string]int) (*Metrics, error) {
 	m := &Metrics{
-		JobsTotal:   counter("captf_jobs_total"),
-		JobDuration: histogram("captf_job_duration_seconds"),
-		JobAttempts: histogram("captf_job_attempts"),
-		Decisions:   counter("captf_reconcile_op_decisions_total"),
-		LeaseWaits:  counter("captf_lease_waits_total"),
+		JobsTotal:    counter("captf_jobs_total"),
+		JobDuration:  histogram("captf_job_duration_seconds"),
+		JobAttempts:  histogram("captf_job_attempts"),
+		Decisions:    counter("captf_reconcile_op_decisions_total"),
+		LeaseWaits:   counter("captf_lease_waits_total"),
+		ForceUnlocks: counter("captf_lock_force_unlocks_total"),
 	}
 	activeSeries := find("captf_jobs_active")
-	collectors := []prometheus.Collector{m.JobsTotal, m.JobDuration, m.JobAttempts, m.Decisions, m.LeaseWaits,
+	collectors := []prometheus.Collector{m.JobsTotal, m.JobDuration, m.JobAttempts, m.Decisions, m.LeaseWaits, m.ForceUnlocks,
 		&activeCollector{active: active, desc: prometheus.NewDesc(activeSeries.Name, activeSeries.Help, activeSeries.Labels, nil)}}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {

@@ -21,6 +21,8 @@ const (
 	EventDriftResolved                   = "DriftResolved"
 	EventStateBackedUp                   = "StateBackedUp"
 	EventStateRestored                   = "StateRestored"
+	EventForceUnlocked                   = "ForceUnlocked"
+	EventStateLocked                     = "StateLocked"
 )
 
 // EventDoc describes an event reason for the reference in docs/metrics-events.md.
@@ -52,4 +54,6 @@ var Events = []EventDoc{
 	{EventDriftResolved, "Normal", "An apply succeeded after drift was found."},
 	{EventStateBackedUp, "Normal", "A new state serial was copied into a state backup Secret."},
 	{EventStateRestored, "Normal", "A restore Job pushed a state backup back."},
+	{EventForceUnlocked, "Warning", "The state lock was left by a finished or vanished pod of the object's own Jobs; the new Job releases it first."},
+	{EventStateLocked, "Warning", "The state lock is held by someone else; the new Job waits lockTimeoutSeconds for it."},
 }

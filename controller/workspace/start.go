@@ -52,6 +52,10 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if err := p.ensureRunnerIdentity(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
+	lock, err := p.checkStateLock(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if d.Op == jobs.OpApply {
 		if err := p.writeDurableInputs(ctx, rendered); err != nil {
 			return ctrl.Result{}, err
@@ -67,6 +71,9 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	}
 	if d.Names.DriftRemediation {
 		annotations[jobs.AnnotationDriftRemediation] = "true"
+	}
+	if lock.staleID != "" {
+		args = append(args, "--force-unlock="+lock.staleID)
 	}
 	if d.Guard {
 		args = append(args, "--guard-deletes", "--inputs-hash="+hash)
@@ -123,6 +130,14 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		p.event(created, corev1.EventTypeWarning, EventEnvDropped, "Left out environment variables the runner controls: %v", dropped)
 	}
 	p.event(created, corev1.EventTypeNormal, EventJobCreated, "Started %s Job %s, attempt %d (%s)", d.Op, created.Name, attempt, d.Reason)
+	switch {
+	case lock.staleID != "":
+		p.r.Metrics.ForceUnlocks.WithLabelValues(string(p.r.Kind)).Inc()
+		p.event(created, corev1.EventTypeWarning, EventForceUnlocked, "Job %s releases the stale state lock %s, left by a pod of this object's Jobs that is gone or finished", created.Name, lock.staleID)
+	case lock.heldBy != "":
+		p.reportStateLock(lock)
+		p.event(created, corev1.EventTypeWarning, EventStateLocked, "The state is locked (%s); Job %s waits up to lockTimeoutSeconds for it", lock.heldBy, created.Name)
+	}
 	switch {
 	case d.ExpectPlan != "":
 		p.event(created, corev1.EventTypeNormal, EventPlanApproved, "Applying the approved plan %s", d.ExpectPlan)

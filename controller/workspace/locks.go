@@ -1,0 +1,89 @@
+package workspace
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/captf/captf/controller/conditions"
+	"github.com/captf/captf/controller/state"
+	"github.com/captf/captf/jobs"
+)
+
+// LockInfoAnnotation is where the kubernetes backend keeps a held lock's details on the lock
+// Lease: JSON with the lock ID and Who, user@hostname of the process that took it.
+const LockInfoAnnotation = "app.terraform.io/lock-info"
+
+// lockInfo is the part of the backend's lock details the controller reads.
+type lockInfo struct {
+	ID        string `json:"ID"`
+	Operation string `json:"Operation"`
+	Who       string `json:"Who"`
+}
+
+// lockVerdict is what the state lock means for the next Job.
+type lockVerdict struct {
+	// staleID is the ID of a lock left by a pod of this object's own Jobs that is gone or
+	// finished: the next Job releases it (--force-unlock).
+	staleID string
+	// heldBy describes a holder that is not known to be stale; the Job starts anyway and waits
+	// lockTimeoutSeconds for it.
+	heldBy string
+}
+
+// checkStateLock reads the state lock Lease live before a Job starts (the run Lease is held, so
+// no other run of this object is active). A lock is stale only when its details parse, the host
+// in Who is a pod name of this object's Jobs (jobs.OwnsPod; the Job name keeps pod names within
+// the hostname limit for this), and that pod is gone or Succeeded or Failed; a pod being deleted
+// still counts as alive. Any other holder is never released.
+func (p *pass) checkStateLock(ctx context.Context) (lockVerdict, error) {
+	var lease coordinationv1.Lease
+	key := client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: state.LockLeaseName(p.stateSuffix())}
+	switch err := p.r.APIReader.Get(ctx, key, &lease); {
+	case apierrors.IsNotFound(err):
+		return lockVerdict{}, nil
+	case err != nil:
+		return lockVerdict{}, fmt.Errorf("reading the state lock %s: %w", key.Name, err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		return lockVerdict{}, nil
+	}
+	holder := *lease.Spec.HolderIdentity
+	var info lockInfo
+	if err := json.Unmarshal([]byte(lease.Annotations[LockInfoAnnotation]), &info); err != nil || info.ID == "" {
+		return lockVerdict{heldBy: fmt.Sprintf("lock %s with unreadable details", holder)}, nil
+	}
+	at := strings.LastIndex(info.Who, "@")
+	pod := info.Who[at+1:]
+	if at < 0 || !jobs.OwnsPod(p.r.Kind, p.obj.GetName(), pod) {
+		return lockVerdict{heldBy: fmt.Sprintf("lock %s held by %q for %s", info.ID, info.Who, info.Operation)}, nil
+	}
+	var running corev1.Pod
+	switch err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: pod}, &running); {
+	case apierrors.IsNotFound(err):
+		return lockVerdict{staleID: info.ID}, nil
+	case err != nil:
+		return lockVerdict{}, fmt.Errorf("reading pod %s, which holds the state lock: %w", pod, err)
+	}
+	finished := running.Status.Phase == corev1.PodSucceeded || running.Status.Phase == corev1.PodFailed
+	if finished && running.DeletionTimestamp == nil {
+		return lockVerdict{staleID: info.ID}, nil
+	}
+	return lockVerdict{heldBy: fmt.Sprintf("lock %s held by the running pod %s of this object's Jobs", info.ID, pod)}, nil
+}
+
+// reportStateLock records a lock that is not stale in StateReadable; the Job still starts.
+func (p *pass) reportStateLock(v lockVerdict) {
+	status := p.status()
+	gen := p.obj.GetGeneration()
+	conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionFalse, conditions.ReasonStateLocked,
+		"the state is locked ("+v.heldBy+"); the next Job waits up to lockTimeoutSeconds for it", gen, p.now)
+	conditions.SetReady(&status.Conditions, gen, p.now)
+}
