@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
@@ -55,16 +57,27 @@ func NewScheme() *runtime.Scheme {
 // decision never rests on a stale Secret or Lease and the cache holds no Secret data.
 func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	managed := labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue})
-	secretMetadata := &metav1.PartialObjectMetadata{}
-	secretMetadata.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	opts.Cache.ByObject = map[client.Object]cache.ByObject{
 		&batchv1.Job{}: {Label: managed},
-		// Metadata only, so no Secret data is cached: the state Secrets (labelled through the
-		// backend's labels setting), durable inputs, plan keys, backups and per-run Secrets.
-		secretMetadata: {Label: managed},
+		// Metadata only, so no Secret data is cached: the state Secrets and their lock Leases
+		// (labelled through the backend's labels setting), durable inputs, plan keys, backups,
+		// per-run Secrets, run Leases and the runner identities.
+		metadataOf(corev1.SchemeGroupVersion.WithKind("Secret")):         {Label: managed},
+		metadataOf(coordinationv1.SchemeGroupVersion.WithKind("Lease")):  {Label: managed},
+		metadataOf(corev1.SchemeGroupVersion.WithKind("ServiceAccount")): {Label: managed},
+		metadataOf(rbacv1.SchemeGroupVersion.WithKind("RoleBinding")):    {Label: managed},
 	}
+	// Nothing reads managed fields; for a Job they are a large part of what the cache holds.
+	opts.Cache.DefaultTransform = cache.TransformStripManagedFields()
 	opts.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &coordinationv1.Lease{}, &corev1.Pod{}, &corev1.ServiceAccount{}, &rbacv1.RoleBinding{}}}
 	return opts
+}
+
+// metadataOf is the metadata-only form of a kind, for cache options.
+func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m
 }
 
 // Setup registers the three reconcilers and the controller's metrics with the manager.
@@ -78,6 +91,14 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.Registry == nil {
 		opts.Registry = ctrlmetrics.Registry
 	}
+	// The metadata caches a pass reads start with the manager, not at the first pass that
+	// needs them.
+	for _, gvk := range []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("Secret"), coordinationv1.SchemeGroupVersion.WithKind("Lease"),
+		corev1.SchemeGroupVersion.WithKind("ServiceAccount"), rbacv1.SchemeGroupVersion.WithKind("RoleBinding")} {
+		if _, err := mgr.GetCache().GetInformer(context.Background(), metadataOf(gvk), cache.BlockUntilSynced(false)); err != nil {
+			return fmt.Errorf("preparing the metadata cache of %s: %w", gvk.Kind, err)
+		}
+	}
 	m, err := metrics.New(opts.Registry, activeJobs(mgr))
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
@@ -87,11 +108,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		APIReader: mgr.GetAPIReader(),
 		// The client bypasses the cache for Secrets, metadata included; the cache itself serves
 		// the metadata.
-		SecretMetadata: mgr.GetCache(),
-		Recorder:       mgr.GetEventRecorder("captf-controller"),
-		Clock:          opts.Clock,
-		Metrics:        m,
-		RunnerImage:    opts.RunnerImage,
+		Metadata:    mgr.GetCache(),
+		Recorder:    mgr.GetEventRecorder("captf-controller"),
+		Clock:       opts.Clock,
+		Metrics:     m,
+		RunnerImage: opts.RunnerImage,
 	}
 	for _, r := range []*workspace.Reconciler{terraformcluster.New(base), terraformmachine.New(base), terraformmachinepool.New(base)} {
 		if err := r.SetupWithManager(mgr, opts.Concurrency); err != nil {

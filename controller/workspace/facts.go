@@ -44,6 +44,10 @@ type Facts struct {
 	// stateKey and stateVersion identify the state Secret read live, for the memo.
 	stateKey     types.NamespacedName
 	stateVersion string
+	// durableRead is set when the durable inputs Secret was read live; durable is what the
+	// read found, nil for none.
+	durableRead bool
+	durable     *corev1.Secret
 }
 
 // GatherFacts reads what the decision needs about obj: its state, its durable inputs, a
@@ -64,7 +68,7 @@ func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj 
 	var stateErr error
 	remembered := false
 	if useCache {
-		if m, found, err := cachedSecretMetadata(ctx, r.SecretMetadata, f.stateKey); err == nil && found {
+		if m, found, err := cachedMetadata(ctx, r.Metadata, secretGVK, f.stateKey); err == nil && found {
 			if e, ok := r.states.lookup(f.stateKey, m.ResourceVersion); ok {
 				st, stateErr, remembered = e.state, e.err, true
 				f.FromCache, f.StateRemembered = true, true
@@ -84,11 +88,11 @@ func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj 
 	}
 	durableKey := client.ObjectKey{Namespace: ns, Name: jobs.InputsSecretName(r.Kind, obj.GetName())}
 	var durable metav1.ObjectMeta
-	if useCache && r.SecretMetadata != nil {
+	if useCache && r.Metadata != nil {
 		// Only its annotations count. Every durable inputs Secret carries the managed label, so
 		// the metadata cache has it, or it does not exist yet, or its event is on the way and
 		// brings another pass.
-		m, found, err := cachedSecretMetadata(ctx, r.SecretMetadata, durableKey)
+		m, found, err := cachedMetadata(ctx, r.Metadata, secretGVK, durableKey)
 		if err != nil {
 			return f, fmt.Errorf("reading the durable inputs Secret from the cache: %w", err)
 		}
@@ -98,10 +102,13 @@ func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj 
 		f.FromCache = true
 	} else {
 		var secret corev1.Secret
-		if err := reader.Get(ctx, durableKey, &secret); err != nil && !apierrors.IsNotFound(err) {
+		switch err := reader.Get(ctx, durableKey, &secret); {
+		case err == nil:
+			f.durable = &secret
+		case !apierrors.IsNotFound(err):
 			return f, fmt.Errorf("reading the durable inputs Secret: %w", err)
 		}
-		durable = secret.ObjectMeta
+		durable, f.durableRead = secret.ObjectMeta, true
 	}
 	restore, problem, err := restoreRequest(ctx, reader, obj, suffix)
 	if err != nil {

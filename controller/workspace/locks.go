@@ -43,9 +43,26 @@ type lockVerdict struct {
 // in Who is a pod name of this object's Jobs (jobs.OwnsPod; the Job name keeps pod names within
 // the hostname limit for this), and that pod is gone or Succeeded or Failed; a pod being deleted
 // still counts as alive. Any other holder is never released.
+//
+// The backend labels the lock Lease with the owner labels and removes the lock details when it
+// unlocks, so when the metadata cache shows no Lease or no details there is no lock to read: a
+// lock taken since the cache last heard of it is a live run's, which the Job waits for anyway,
+// and a stale one is older than any cache lag.
 func (p *pass) checkStateLock(ctx context.Context) (lockVerdict, error) {
-	var lease coordinationv1.Lease
 	key := client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: state.LockLeaseName(p.stateSuffix())}
+	if p.r.Metadata != nil {
+		m, found, err := cachedMetadata(ctx, p.r.Metadata, leaseGVK, key)
+		if err != nil {
+			return lockVerdict{}, fmt.Errorf("reading the state lock %s from the cache: %w", key.Name, err)
+		}
+		if !found {
+			return lockVerdict{}, nil
+		}
+		if _, locked := m.Annotations[LockInfoAnnotation]; !locked {
+			return lockVerdict{}, nil
+		}
+	}
+	var lease coordinationv1.Lease
 	switch err := p.r.APIReader.Get(ctx, key, &lease); {
 	case apierrors.IsNotFound(err):
 		return lockVerdict{}, nil

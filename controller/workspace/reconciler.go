@@ -50,14 +50,16 @@ const PausedAnnotation = "cluster.x-k8s.io/paused"
 type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
-	// SecretMetadata reads the metadata of managed Secrets (label captf.io/managed) from the
-	// manager's cache. With it a pass that changes nothing reads no Secret: it takes the state
-	// from a memo while the state Secret's resourceVersion is unchanged, and the durable inputs'
-	// annotations from the cache. Nil: every Secret is read live.
-	SecretMetadata client.Reader
-	Recorder       events.EventRecorder
-	Clock          clock.PassiveClock
-	Metrics        *metrics.Metrics
+	// Metadata reads the metadata of managed Secrets, Leases, ServiceAccounts and RoleBindings
+	// (label captf.io/managed) from the manager's cache. With it a pass that changes nothing
+	// reads no Secret: it takes the state from a memo while the state Secret's resourceVersion is
+	// unchanged, and the durable inputs' annotations from the cache; a pass that starts a Job
+	// skips the reads of an unlocked state lock and of an existing runner identity. Nil: all of
+	// them are read live.
+	Metadata client.Reader
+	Recorder events.EventRecorder
+	Clock    clock.PassiveClock
+	Metrics  *metrics.Metrics
 	// RunnerImage is the image of the runner init container.
 	RunnerImage string
 
@@ -153,6 +155,10 @@ type pass struct {
 	dropFinalizer bool
 	// consumed are object annotations to remove after the status patch.
 	consumed []string
+	// durableRead is set when this pass read the durable inputs Secret live; durable is what it
+	// found, nil for none.
+	durableRead bool
+	durable     *corev1.Secret
 }
 
 func (r *Reconciler) newPass(obj infrav1.Workspace) *pass {
@@ -227,7 +233,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		For(r.NewObject()).
 		Owns(&batchv1.Job{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
-	if r.SecretMetadata != nil {
+	if r.Metadata != nil {
 		// A changed state Secret or durable inputs Secret brings a pass, so a pass that trusted
 		// the cache sees the change once the cache has it.
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), r.NewObject(), ownerNameIndex, func(o client.Object) []string {

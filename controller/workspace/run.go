@@ -67,6 +67,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	in, rendered, renderErr := f.Input, f.Rendered, f.RenderErr
+	p.durableRead, p.durable = f.durableRead, f.durable
 	p.stateCondition(in.State, in.StateErr)
 	if in.StateErr == nil {
 		if err := p.backupState(ctx, in.State, f.StateSecret, f.StateRemembered); err != nil {
@@ -101,7 +102,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 // there is nothing to do: a decision to start a Job is made again from live reads, so a lagging
 // cache can delay a run (until the Secret's event brings a pass) but never start a wrong one.
 func (p *pass) decide(ctx context.Context) (Facts, decide.Decision, error) {
-	useCache := p.r.SecretMetadata != nil && p.r.states != nil
+	useCache := p.r.Metadata != nil && p.r.states != nil
 	for {
 		f, err := p.r.gatherFacts(ctx, p.r.APIReader, p.obj, p.jobs, p.now, useCache)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/captf/captf/controller/jobspec"
@@ -35,7 +36,11 @@ func (p *pass) ensureRunnerIdentity(ctx context.Context) error {
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
 		},
 	}
-	for _, obj := range objects {
+	for i, obj := range objects {
+		// Ours carry the managed label, so the metadata cache knows they exist.
+		if _, found, err := cachedMetadata(ctx, p.r.Metadata, []schema.GroupVersionKind{serviceAccountGVK, roleBindingGVK}[i], client.ObjectKeyFromObject(obj)); err == nil && found {
+			continue
+		}
 		err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
 		if err == nil {
 			continue

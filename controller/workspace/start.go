@@ -185,28 +185,39 @@ func rejected(err error) bool {
 // it would let that collection delete it under the new pod.
 func (p *pass) ensureRunSecret(ctx context.Context, job *batchv1.Job, data map[string][]byte) error {
 	name := jobs.RunSecretName(job.Name)
-	var existing corev1.Secret
-	err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, &existing)
+	secret := func() *corev1.Secret {
+		return &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: job.Namespace,
+				Labels:          map[string]string{jobs.LabelManaged: jobs.ManagedValue},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
+			},
+			Data: data,
+		}
+	}
+	// Create first: a new Job has no Secret yet, so the common case costs one request.
+	err := p.r.Client.Create(ctx, secret())
 	switch {
 	case err == nil:
-		if ref := metav1.GetControllerOf(&existing); ref != nil && ref.UID == job.UID {
-			return nil
-		}
-		if err := p.r.Client.Delete(ctx, &existing, client.Preconditions{UID: &existing.UID}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting the stale per-run Secret %s: %w", name, err)
-		}
-	case !apierrors.IsNotFound(err):
+		return nil
+	case !apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("creating the per-run Secret %s: %w", name, err)
+	}
+	var existing corev1.Secret
+	switch err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, &existing); {
+	case apierrors.IsNotFound(err):
+		// Deleted since the create failed: the next pass creates it.
+		return fmt.Errorf("the per-run Secret %s vanished after a conflicting create", name)
+	case err != nil:
 		return fmt.Errorf("reading the per-run Secret %s: %w", name, err)
 	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: job.Namespace,
-			Labels:          map[string]string{jobs.LabelManaged: jobs.ManagedValue},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
-		},
-		Data: data,
+	if ref := metav1.GetControllerOf(&existing); ref != nil && ref.UID == job.UID {
+		return nil
 	}
-	if err := p.r.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := p.r.Client.Delete(ctx, &existing, client.Preconditions{UID: &existing.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the stale per-run Secret %s: %w", name, err)
+	}
+	if err := p.r.Client.Create(ctx, secret()); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the per-run Secret %s: %w", name, err)
 	}
 	return nil
@@ -217,7 +228,16 @@ func (p *pass) ensureRunSecret(ctx context.Context, job *batchv1.Job, data map[s
 func (p *pass) writeDurableInputs(ctx context.Context, rendered inputs.Rendered) error {
 	name := jobs.InputsSecretName(p.r.Kind, p.obj.GetName())
 	var secret corev1.Secret
-	err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: name}, &secret)
+	var err error
+	switch {
+	case p.durableRead && p.durable == nil:
+		// The pass's live read found none.
+		err = apierrors.NewNotFound(corev1.Resource("secrets"), name)
+	case p.durableRead:
+		secret = *p.durable
+	default:
+		err = p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: name}, &secret)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		secret = corev1.Secret{

@@ -4,17 +4,25 @@ import (
 	"context"
 	"sync"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/captf/captf/controller/state"
 )
 
-// secretGVK is the kind of the Secrets whose metadata the manager caches.
-var secretGVK = corev1.SchemeGroupVersion.WithKind("Secret")
+// The kinds whose managed objects' metadata the manager caches.
+var (
+	secretGVK         = corev1.SchemeGroupVersion.WithKind("Secret")
+	leaseGVK          = coordinationv1.SchemeGroupVersion.WithKind("Lease")
+	serviceAccountGVK = corev1.SchemeGroupVersion.WithKind("ServiceAccount")
+	roleBindingGVK    = rbacv1.SchemeGroupVersion.WithKind("RoleBinding")
+)
 
 // stateMemo remembers, per state Secret, what the last live read of it found: the state as
 // read (without its outputs, so no state data stays in memory) and the Secret's
@@ -70,15 +78,15 @@ func (m *stateMemo) lookup(key types.NamespacedName, resourceVersion string) (st
 	return e, ok && e.resourceVersion == resourceVersion
 }
 
-// cachedSecretMetadata reads a Secret's metadata from the manager's metadata cache; found is
-// false when there is no cache or the cache does not have it (not labelled for the cache, or
-// not there).
-func cachedSecretMetadata(ctx context.Context, cache client.Reader, key types.NamespacedName) (m *metav1.PartialObjectMetadata, found bool, err error) {
+// cachedMetadata reads an object's metadata from the manager's metadata cache of managed
+// objects; found is false when there is no cache or the cache does not have it (not labelled
+// for the cache, or not there).
+func cachedMetadata(ctx context.Context, cache client.Reader, gvk schema.GroupVersionKind, key types.NamespacedName) (m *metav1.PartialObjectMetadata, found bool, err error) {
 	if cache == nil {
 		return nil, false, nil
 	}
 	m = &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(secretGVK)
+	m.SetGroupVersionKind(gvk)
 	switch err := cache.Get(ctx, key, m); {
 	case apierrors.IsNotFound(err):
 		return nil, false, nil

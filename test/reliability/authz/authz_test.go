@@ -172,6 +172,11 @@ func TestLeastPrivilege(t *testing.T) {
 		{ctrl, "get", "", "secrets", "", ns, "", true},
 		{ctrl, "create", "", "secrets", "", ns, "", true},
 		{ctrl, "delete", "", "secrets", "", ns, "", true},
+		// Its metadata caches of managed Secrets, Leases and runner identities.
+		{ctrl, "watch", "", "secrets", "", "", "", true},
+		{ctrl, "watch", "coordination.k8s.io", "leases", "", "", "", true},
+		{ctrl, "watch", "", "serviceaccounts", "", "", "", true},
+		{ctrl, "watch", "rbac.authorization.k8s.io", "rolebindings", "", "", "", true},
 		{ctrl, "patch", infra, "terraformclusters", "status", ns, "", true},
 		{ctrl, "update", infra, "terraformmachines", "finalizers", ns, "", true},
 		{ctrl, "create", "coordination.k8s.io", "leases", "", ns, "", true},
