@@ -28,17 +28,21 @@ func (p *pass) ensureRunnerIdentity(ctx context.Context) error {
 	ns := p.obj.GetNamespace()
 	name := jobspec.DefaultServiceAccountName
 	labels := map[string]string{jobs.LabelManaged: jobs.ManagedValue}
-	objects := []client.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}},
-		&rbacv1.RoleBinding{
+	identity := []struct {
+		obj client.Object
+		gvk schema.GroupVersionKind
+	}{
+		{&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}}, serviceAccountGVK},
+		{&rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: RunnerClusterRole},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
-		},
+		}, roleBindingGVK},
 	}
-	for i, obj := range objects {
+	for _, id := range identity {
+		obj := id.obj
 		// Ours carry the managed label, so the metadata cache knows they exist.
-		if _, found, err := cachedMetadata(ctx, p.r.Metadata, []schema.GroupVersionKind{serviceAccountGVK, roleBindingGVK}[i], client.ObjectKeyFromObject(obj)); err == nil && found {
+		if _, found, err := cachedMetadata(ctx, p.r.Metadata, id.gvk, client.ObjectKeyFromObject(obj)); err == nil && found {
 			continue
 		}
 		err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
