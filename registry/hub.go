@@ -132,6 +132,12 @@ func (h *hub) initialObjects(key string, list func() []runtime.Object) []runtime
 	if e, ok := h.initialMemo[key]; ok && e.published == h.published && now.Sub(e.at) < initialMemoAge {
 		return e.objects
 	}
+	// Entries too old to share are dropped here, so a quiet hub does not keep them.
+	for k, e := range h.initialMemo {
+		if now.Sub(e.at) >= initialMemoAge {
+			delete(h.initialMemo, k)
+		}
+	}
 	objects := list()
 	h.initialMemo[key] = initialMemoEntry{published: h.published, at: now, objects: objects}
 	return objects

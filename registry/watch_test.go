@@ -262,4 +262,9 @@ func TestWatchesStartingTogetherShareTheirInitialObjects(t *testing.T) {
 	if computed != 4 {
 		t.Fatalf("a watch of another selection computed %d times in all, want 4", computed)
 	}
+	clock = clock.Add(initialMemoAge)
+	start()
+	if len(h.initialMemo) != 1 {
+		t.Fatalf("%d shared initial lists kept after a second without watches of the other selection, want 1", len(h.initialMemo))
+	}
 }
