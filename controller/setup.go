@@ -57,15 +57,12 @@ func NewScheme() *runtime.Scheme {
 // decision never rests on a stale Secret or Lease and the cache holds no Secret data.
 func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	managed := labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue})
-	opts.Cache.ByObject = map[client.Object]cache.ByObject{
-		&batchv1.Job{}: {Label: managed},
-		// Metadata only, so no Secret data is cached: the state Secrets and their lock Leases
-		// (labelled through the backend's labels setting), durable inputs, plan keys, backups,
-		// per-run Secrets, run Leases and the runner identities.
-		metadataOf(corev1.SchemeGroupVersion.WithKind("Secret")):         {Label: managed},
-		metadataOf(coordinationv1.SchemeGroupVersion.WithKind("Lease")):  {Label: managed},
-		metadataOf(corev1.SchemeGroupVersion.WithKind("ServiceAccount")): {Label: managed},
-		metadataOf(rbacv1.SchemeGroupVersion.WithKind("RoleBinding")):    {Label: managed},
+	opts.Cache.ByObject = map[client.Object]cache.ByObject{&batchv1.Job{}: {Label: managed}}
+	// Metadata only, so no Secret data is cached: the state Secrets and their lock Leases
+	// (labelled through the backend's labels setting), durable inputs, plan keys, backups,
+	// per-run Secrets, run Leases and the runner identities.
+	for _, gvk := range workspace.MetadataKinds {
+		opts.Cache.ByObject[metadataOf(gvk)] = cache.ByObject{Label: managed}
 	}
 	// Nothing reads managed fields; for a Job they are a large part of what the cache holds.
 	opts.Cache.DefaultTransform = cache.TransformStripManagedFields()
@@ -93,8 +90,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	// The metadata caches a pass reads start with the manager, not at the first pass that
 	// needs them.
-	for _, gvk := range []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("Secret"), coordinationv1.SchemeGroupVersion.WithKind("Lease"),
-		corev1.SchemeGroupVersion.WithKind("ServiceAccount"), rbacv1.SchemeGroupVersion.WithKind("RoleBinding")} {
+	for _, gvk := range workspace.MetadataKinds {
 		if _, err := mgr.GetCache().GetInformer(context.Background(), metadataOf(gvk), cache.BlockUntilSynced(false)); err != nil {
 			return fmt.Errorf("preparing the metadata cache of %s: %w", gvk.Kind, err)
 		}

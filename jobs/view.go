@@ -95,9 +95,10 @@ type RunView struct {
 }
 
 // ViewRun computes the RunView of job. retained are the retained Jobs of the same object (job
-// is added when missing, and replaces the Job of its name), limits are the object's history limits, and now is the reading time
-// for a running Job's duration and for whether the backoff window is active. To view every Job
-// of an object, build one History instead: it walks the Jobs once for all of them.
+// is added when missing, and replaces the Job of its name), limits are the object's history
+// limits, and now is the reading time for a running Job's duration and for whether the backoff
+// window is active. To view every Job of an object, build one History instead: it walks the
+// Jobs once for all of them.
 func ViewRun(job batchv1.Job, retained []batchv1.Job, limits Limits, now time.Time) RunView {
 	h := NewHistory(replacingJob(retained, job), limits)
 	return h.ViewRun(h.Index(job.Name), now)
@@ -109,7 +110,6 @@ func ViewRun(job batchv1.Job, retained []batchv1.Job, limits Limits, now time.Ti
 // ViewRun per Job would walk the other Jobs for each.
 type History struct {
 	jobs      []batchv1.Job
-	limits    Limits
 	byName    map[string]int
 	retention []Retention
 	retry     []int
@@ -122,7 +122,6 @@ type History struct {
 func NewHistory(retained []batchv1.Job, limits Limits) *History {
 	h := &History{
 		jobs:      retained,
-		limits:    limits,
 		byName:    make(map[string]int, len(retained)),
 		retention: make([]Retention, len(retained)),
 		retry:     make([]int, len(retained)),

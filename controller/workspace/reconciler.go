@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,10 +25,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/metrics"
+	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
 )
 
@@ -90,6 +93,10 @@ func Finalizer(kind jobs.Kind) string {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := r.NewObject()
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Gone: nothing of it is remembered any more.
+			r.states.forget(types.NamespacedName{Namespace: req.Namespace, Name: state.SecretName(jobs.StateSecretSuffix(req.Namespace, r.Kind, req.Name))})
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	finalizer := Finalizer(r.Kind)
@@ -258,6 +265,8 @@ func (r *Reconciler) secretOwners(ctx context.Context, secret client.Object) []r
 	}
 	list := r.NewList()
 	if err := r.Client.List(ctx, list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{ownerNameIndex: labels[jobs.LabelOwnerName]}); err != nil {
+		// A cache list fails only when the cache is broken; the object's next pass reads anew.
+		logf.FromContext(ctx).Error(err, "mapping a Secret to its object", "secret", client.ObjectKeyFromObject(secret))
 		return nil
 	}
 	var out []reconcile.Request

@@ -24,6 +24,10 @@ var (
 	roleBindingGVK    = rbacv1.SchemeGroupVersion.WithKind("RoleBinding")
 )
 
+// MetadataKinds are the kinds a Reconciler reads through Metadata; the manager must cache the
+// metadata of their objects labelled captf.io/managed=true.
+var MetadataKinds = []schema.GroupVersionKind{secretGVK, leaseGVK, serviceAccountGVK, roleBindingGVK}
+
 // stateMemo remembers, per state Secret, what the last live read of it found: the state as
 // read (without its outputs, so no state data stays in memory) and the Secret's
 // resourceVersion. While the cached metadata of the Secret shows the same resourceVersion the
