@@ -91,9 +91,19 @@ lint: ## go vet and a gofmt check.
 	@bad=$$(gofmt -l $(GO_FILES)); if [ -n "$$bad" ]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi
 
 .PHONY: test
-test: tools lint verify-generated ## Everything CI runs: lint, generated-code check, all tests with -race (real control plane), bounded fuzzing.
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+test: tools lint verify-generated ## Everything CI runs: lint, generated-code check, all tests with -race (real control plane), the full-size load suite, bounded fuzzing.
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/test/reliability/load$$')
+	$(MAKE) --no-print-directory load
 	$(MAKE) --no-print-directory fuzz
+
+# The load suite runs at full size without the race detector: the servers it loads are separate
+# binaries either way, and a race-instrumented client would be the bottleneck it measures.
+LOAD_JOBS    ?= 10000
+LOAD_SECONDS ?= 60
+
+.PHONY: load
+load: ## Run the load suite (50 watchers, 20 lists/s on runs) over LOAD_JOBS Jobs for LOAD_SECONDS, printing its figures.
+	CAPTF_LOAD_JOBS=$(LOAD_JOBS) CAPTF_LOAD_SECONDS=$(LOAD_SECONDS) $(GO) test -count=1 -timeout 30m -v ./test/reliability/load 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|FIGURE|_test.go'
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZ_TIME each (executions, or a duration such as 30s).
