@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
@@ -48,6 +49,7 @@ func syntheticJobs(n int) []*batchv1.Job {
 		}
 		for _, h := range history[:min(jobsPerObject, n-len(out))] {
 			job := newJob(ns, owner, h.op, h.attempt, h.opt)
+			job.UID = uuid.NewUUID() // as the API server makes them
 			if jobs.OutcomeOf(job).Finished() {
 				s := jobs.Summary{Outcome: jobs.OutcomeSucceeded, Changes: &jobs.Changes{Add: 1, Change: 2}}
 				if jobs.OutcomeOf(job) == jobs.OutcomeFailed {

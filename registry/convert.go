@@ -141,7 +141,12 @@ func objectMetaOf(job *batchv1.Job) metav1.ObjectMeta {
 		DeletionTimestamp: job.DeletionTimestamp,
 		Labels:            job.Labels,
 	}
-	if ref := metav1.GetControllerOfNoCopy(job); ref != nil {
+	switch ref := metav1.GetControllerOfNoCopy(job); {
+	case ref == nil:
+	case len(job.OwnerReferences) == 1:
+		// The Job's own slice is the controller reference alone: share it, as the labels are.
+		meta.OwnerReferences = job.OwnerReferences[:1:1]
+	default:
 		meta.OwnerReferences = []metav1.OwnerReference{*ref}
 	}
 	return meta

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -294,22 +295,79 @@ func TestPlanOf(t *testing.T) {
 }
 
 func TestRecordKeepsWhatTheRunModelReads(t *testing.T) {
-	job := newJob("ns", "web", jobs.OpApply, 2, failed(t0), annotated(jobs.AnnotationInterrupted, "true"), annotated("unrelated.example.com/x", "y"),
-		withResult(jobs.Summary{Error: &jobs.ErrorSummary{Kind: jobs.ErrorKindInterrupted}}))
-	job.Status.Conditions = append(job.Status.Conditions, batchv1.JobCondition{Type: batchv1.JobSuspended, Status: "True"})
-	r := recordOfJob(job)
-	if _, ok := r.Annotations["unrelated.example.com/x"]; ok {
-		t.Errorf("kept an annotation the run model does not read: %v", r.Annotations)
+	deleting := metav1.NewTime(t0.Add(time.Second + 250*time.Millisecond))
+	tests := []struct {
+		name string
+		job  *batchv1.Job
+	}{
+		{"a pending Job", newJob("ns", "web", jobs.OpApply, 1)},
+		{"a running Job", newJob("ns", "web", jobs.OpPlan, 2, started(t0))},
+		{"a failed Job with its marks and result", newJob("ns", "web", jobs.OpApply, 3, failed(t0), annotated(jobs.AnnotationInterrupted, "true"),
+			withResult(jobs.Summary{Error: &jobs.ErrorSummary{Kind: jobs.ErrorKindInterrupted}}))},
+		{"a succeeded Job being deleted", newJob("ns", "web", jobs.OpDrift, 4, succeeded(t0), func(j *batchv1.Job) { j.DeletionTimestamp = &deleting })},
+		{"a Job without owner reference or attempt label", newJob("ns", "web", jobs.OpApply, 5, func(j *batchv1.Job) {
+			j.OwnerReferences = nil
+			delete(j.Labels, jobs.LabelAttempt)
+		})},
+		{"a Job with an empty attempt label and no labels else", newJob("ns", "web", jobs.OpApply, 6, func(j *batchv1.Job) {
+			j.Labels = map[string]string{jobs.LabelAttempt: ""}
+		})},
+		{"a Job with a UID as the API server makes them", newJob("ns", "web", jobs.OpApply, 8, func(j *batchv1.Job) { j.UID = "0f8e2a1c-3b4d-4e5f-8a9b-0c1d2e3f4a5b" })},
+		{"a Job with a UUID in capitals, kept as text", newJob("ns", "web", jobs.OpApply, 9, func(j *batchv1.Job) { j.UID = "0F8E2A1C-3B4D-4E5F-8A9B-0C1D2E3F4A5B" })},
+		{"a Job without labels or annotations", newJob("ns", "web", jobs.OpApply, 7, func(j *batchv1.Job) { j.Labels, j.Annotations = nil, nil })},
 	}
-	if len(r.conditions) != 1 || r.conditions[0].Message != "" {
-		t.Errorf("conditions = %+v, want only the finish condition without message", r.conditions)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			job := tt.job
+			job.Annotations = mergeMaps(job.Annotations, map[string]string{"unrelated.example.com/x": "y"})
+			job.Status.Conditions = append(job.Status.Conditions, batchv1.JobCondition{Type: batchv1.JobSuspended, Status: "True"})
+			r := recordOfJob(job)
+			rebuilt := r.job()
+
+			want := objectMetaOf(job)
+			if got := objectMetaOf(&rebuilt); !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("the record gives other metadata than the Job:\n%s", diff.Diff(want, got))
+			}
+			if _, ok := rebuilt.Annotations["unrelated.example.com/x"]; ok {
+				t.Errorf("kept an annotation the run model does not read: %v", rebuilt.Annotations)
+			}
+			for _, key := range jobAnnotations {
+				if rebuilt.Annotations[key] != job.Annotations[key] {
+					t.Errorf("annotation %s = %q, want %q", key, rebuilt.Annotations[key], job.Annotations[key])
+				}
+			}
+			for key, value := range job.Labels {
+				if got, ok := r.labelSet().Lookup(key); !ok || got != value {
+					t.Errorf("label %s = %q, %v; want %q", key, got, ok, value)
+				}
+			}
+			if r.labelSet().Has("absent.example.com/x") {
+				t.Errorf("the record has a label the Job does not")
+			}
+			if n := len(rebuilt.Status.Conditions); n > 1 || (n == 1 && rebuilt.Status.Conditions[0].Message != "") {
+				t.Errorf("conditions = %+v, want only the finish condition without message", rebuilt.Status.Conditions)
+			}
+			if got, want := RunOf(&rebuilt, []batchv1.Job{rebuilt}, jobs.Limits{}, t0), RunOf(job, []batchv1.Job{*job}, jobs.Limits{}, t0); !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("the record gives another run than the Job:\n%s", diff.Diff(want, got))
+			}
+			target := jobs.TargetOf(job)
+			if got, want := r.ownerKey(), ownerKeyOf(job.Namespace, target.Kind, target.Name); got != want {
+				t.Errorf("owner key = %q, want %q", got, want)
+			}
+			again, err := transformJob(r)
+			if err != nil || again != r {
+				t.Errorf("transform is not idempotent: %v, %v", again, err)
+			}
+		})
 	}
-	rebuilt := r.job()
-	if got, want := RunOf(&rebuilt, []batchv1.Job{rebuilt}, jobs.Limits{}, t0), RunOf(job, []batchv1.Job{*job}, jobs.Limits{}, t0); !equality.Semantic.DeepEqual(got.Status, want.Status) || !equality.Semantic.DeepEqual(got.Spec, want.Spec) {
-		t.Errorf("the record gives another run than the Job:\n%s", diff.Diff(want, got))
+}
+
+// mergeMaps returns a copy of a with the entries of b added.
+func mergeMaps(a, b map[string]string) map[string]string {
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]string{}
 	}
-	again, err := transformJob(r)
-	if err != nil || again != r {
-		t.Errorf("transform is not idempotent: %v, %v", again, err)
-	}
+	maps.Copy(out, b)
+	return out
 }

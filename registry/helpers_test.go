@@ -192,7 +192,7 @@ func (s *Source) testDeleteJob(t testing.TB, job *batchv1.Job) {
 		t.Fatal(err)
 	}
 	deleted := old.DeepCopyObject().(*jobRecord)
-	deleted.ResourceVersion = nextRV()
+	deleted.resourceVersion = nextRV()
 	s.onJobEvent(deleted, nil)
 }
 

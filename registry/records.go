@@ -1,13 +1,19 @@
 package registry
 
 import (
+	"encoding/hex"
+	"slices"
+	"strings"
+	"time"
 	"unique"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
@@ -39,55 +45,359 @@ var ownerAnnotations = []string{
 	jobs.AnnotationApprovedAt,
 }
 
-// jobRecord is what the server keeps of a managed Job: the metadata the API shows and the run
-// model reads, and the finish condition. It replaces the Job in the informer's store, because a
-// batchv1.Job with its pod template is several times larger and the server shows none of it.
+// jobRecord is what the server keeps of a managed Job: what the API shows and the run model
+// reads, in a compact form. It replaces the Job in the informer's store, because a batchv1.Job
+// with its pod template is many times larger and the server shows none of it. Strings repeated
+// across Jobs are interned; the labels but the attempt, and the controller owner reference, are
+// held once per object; times are nanoseconds. job rebuilds the Job as far as the model reads
+// it. A record is never changed once stored.
 type jobRecord struct {
-	metav1.ObjectMeta
-	startTime      *metav1.Time
-	completionTime *metav1.Time
-	conditions     []batchv1.JobCondition
-	// owner is the interned owner key; see ownerKey.
-	owner string
+	name            string
+	uid             compactUID
+	resourceVersion string
+	// target is the Job's namespace and the object it runs for, shared by all its Jobs.
+	target unique.Handle[jobTarget]
+	// labels holds every label but the attempt; see encodeLabels.
+	labels unique.Handle[string]
+	// attempt is the attempt label's value; hasAttempt tells "" from missing.
+	attempt    string
+	hasAttempt bool
+	// annotations are those of jobAnnotations the Job has.
+	annotations []annotation
+	// Times in Unix nanoseconds; 0 when unset.
+	created, deleted, started, completed int64
+	// finish is the Job's first true Complete or Failed condition; finish.kind is 0 while none.
+	finish finishCondition
 }
+
+// jobTarget is the namespace of a Job, the owner key of the object it runs for and its
+// controller owner reference, if it has one.
+type jobTarget struct {
+	namespace, key string
+	ref            ownerRef
+}
+
+// compactUID holds a UID in 16 bytes when it is a UUID in canonical form, as the API server
+// makes them, and as text otherwise.
+type compactUID struct {
+	uuid [16]byte
+	text *string
+}
+
+func compactUIDOf(uid types.UID) compactUID {
+	var c compactUID
+	if b, err := hex.DecodeString(strings.ReplaceAll(string(uid), "-", "")); err == nil && len(b) == 16 {
+		copy(c.uuid[:], b)
+		if c.value() == uid {
+			return c
+		}
+	}
+	text := string(uid)
+	return compactUID{text: &text}
+}
+
+func (c compactUID) value() types.UID {
+	if c.text != nil {
+		return types.UID(*c.text)
+	}
+	h := hex.EncodeToString(c.uuid[:])
+	return types.UID(h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32])
+}
+
+// ownerRef is a controller owner reference in comparable form, so that it can be interned.
+type ownerRef struct {
+	set                       bool
+	apiVersion, kind, name    string
+	uid                       types.UID
+	controller, blockDeletion optionalBool
+}
+
+// optionalBool is a *bool in comparable form.
+type optionalBool uint8
+
+const (
+	boolUnset optionalBool = iota
+	boolFalse
+	boolTrue
+)
+
+func optionalBoolOf(b *bool) optionalBool {
+	switch {
+	case b == nil:
+		return boolUnset
+	case *b:
+		return boolTrue
+	}
+	return boolFalse
+}
+
+func (b optionalBool) ptr() *bool {
+	if b == boolUnset {
+		return nil
+	}
+	v := b == boolTrue
+	return &v
+}
+
+// annotation is one kept annotation, with an interned key.
+type annotation struct{ key, value string }
+
+// finishCondition is a true Complete or Failed condition without its message: the message is
+// never shown, and may be long.
+type finishCondition struct {
+	kind   finishKind
+	reason string
+	at     int64
+}
+
+// finishKind is the type of a finish condition.
+type finishKind uint8
+
+const (
+	notFinished finishKind = iota
+	finishedComplete
+	finishedFailed
+)
+
+var finishTypes = [...]batchv1.JobConditionType{finishedComplete: batchv1.JobComplete, finishedFailed: batchv1.JobFailed}
 
 var _ runtime.Object = &jobRecord{}
 
 // GetObjectKind implements runtime.Object; a record has no kind of its own.
 func (r *jobRecord) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-// DeepCopyObject implements runtime.Object.
+// DeepCopyObject implements runtime.Object. A record is immutable, so its copy may share the
+// interned and read-only parts.
 func (r *jobRecord) DeepCopyObject() runtime.Object {
-	out := &jobRecord{startTime: r.startTime.DeepCopy(), completionTime: r.completionTime.DeepCopy(), owner: r.owner}
-	r.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	for i := range r.conditions {
-		out.conditions = append(out.conditions, *r.conditions[i].DeepCopy())
+	out := *r
+	out.annotations = slices.Clone(r.annotations)
+	return &out
+}
+
+// GetObjectMeta implements metav1.ObjectMetaAccessor for the informer's keys: name, namespace,
+// UID and resourceVersion.
+func (r *jobRecord) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: r.name, Namespace: r.namespace(), UID: r.uid.value(), ResourceVersion: r.resourceVersion}
+}
+
+// namespace is the Job's namespace.
+func (r *jobRecord) namespace() string {
+	return r.target.Value().namespace
+}
+
+// labelSet returns the Job's labels as a labels.Labels, without building a map.
+func (r *jobRecord) labelSet() recordLabels { return recordLabels{r} }
+
+// recordLabels reads a record's labels for a selector.
+type recordLabels struct{ r *jobRecord }
+
+var _ labels.Labels = recordLabels{}
+
+// Has implements labels.Labels.
+func (l recordLabels) Has(key string) bool {
+	_, ok := l.lookup(key)
+	return ok
+}
+
+// Get implements labels.Labels.
+func (l recordLabels) Get(key string) string {
+	v, _ := l.lookup(key)
+	return v
+}
+
+// Lookup implements labels.Labels.
+func (l recordLabels) Lookup(key string) (string, bool) { return l.lookup(key) }
+
+func (l recordLabels) lookup(key string) (string, bool) {
+	if key == jobs.LabelAttempt {
+		return l.r.attempt, l.r.hasAttempt
+	}
+	var encoded string
+	if l.r.labels != (unique.Handle[string]{}) {
+		encoded = l.r.labels.Value()
+	}
+	for encoded != "" {
+		var k, v string
+		k, encoded, _ = strings.Cut(encoded, "\x00")
+		v, encoded, _ = strings.Cut(encoded, "\x00")
+		if k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// encodeLabels joins the labels but the attempt as key NUL value NUL ..., sorted by key; label
+// keys and values cannot hold NUL.
+func encodeLabels(in map[string]string) string {
+	keys := make([]string, 0, len(in))
+	for k := range in {
+		if k != jobs.LabelAttempt {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(0)
+		}
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(in[k])
+	}
+	return b.String()
+}
+
+// labelMap rebuilds the Job's labels.
+func (r *jobRecord) labelMap() map[string]string {
+	var encoded string
+	if r.labels != (unique.Handle[string]{}) {
+		encoded = r.labels.Value()
+	}
+	if encoded == "" && !r.hasAttempt {
+		return nil
+	}
+	out := make(map[string]string, strings.Count(encoded, "\x00")/2+2)
+	for encoded != "" {
+		var k, v string
+		k, encoded, _ = strings.Cut(encoded, "\x00")
+		v, encoded, _ = strings.Cut(encoded, "\x00")
+		out[k] = v
+	}
+	if r.hasAttempt {
+		out[jobs.LabelAttempt] = r.attempt
 	}
 	return out
 }
 
-// job rebuilds the Job as far as the run model reads it. It shares the record's maps and
-// slices, which nothing writes.
-func (r *jobRecord) job() batchv1.Job {
-	return batchv1.Job{
-		ObjectMeta: r.ObjectMeta,
+// job rebuilds the Job as far as the run model reads it.
+func (r *jobRecord) job() batchv1.Job { return r.jobWith(nil) }
+
+// jobWith rebuilds the Job, taking its labels and owner references from memo when it has them
+// and adding them when not; memo may be nil.
+func (r *jobRecord) jobWith(memo *jobMemo) batchv1.Job {
+	job := batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              r.name,
+			Namespace:         r.namespace(),
+			UID:               r.uid.value(),
+			ResourceVersion:   r.resourceVersion,
+			CreationTimestamp: timeOf(r.created),
+			DeletionTimestamp: timePtrOf(r.deleted),
+		},
 		Status: batchv1.JobStatus{
-			StartTime:      r.startTime,
-			CompletionTime: r.completionTime,
-			Conditions:     r.conditions,
+			StartTime:      timePtrOf(r.started),
+			CompletionTime: timePtrOf(r.completed),
 		},
 	}
+	if len(r.annotations) > 0 {
+		job.Annotations = make(map[string]string, len(r.annotations))
+		for _, a := range r.annotations {
+			job.Annotations[a.key] = a.value
+		}
+	}
+	job.Labels, job.OwnerReferences = memo.labels(r), memo.ownerReferences(r.target)
+	if r.finish.kind != notFinished {
+		job.Status.Conditions = []batchv1.JobCondition{{
+			Type: finishTypes[r.finish.kind], Status: corev1.ConditionTrue, Reason: r.finish.reason,
+			LastTransitionTime: timeOf(r.finish.at),
+		}}
+	}
+	return job
+}
+
+// jobMemo lets the views the publisher computes share the label maps and owner references of
+// the Jobs they rebuild, so that the runs and plans kept for replay hold one copy per Job, not
+// one per event. It forgets everything past memoLimit entries, which bounds it. It is used
+// under the publish lock only; its maps are never written once made.
+type jobMemo struct {
+	labelMaps map[*jobRecord]map[string]string
+	refs      map[unique.Handle[jobTarget]][]metav1.OwnerReference
+}
+
+// memoLimit is how many records and targets a jobMemo remembers: enough for the Jobs of the
+// objects of recent events, few enough that the maps only it holds cost little.
+const memoLimit = 1024
+
+func newJobMemo() *jobMemo {
+	return &jobMemo{labelMaps: map[*jobRecord]map[string]string{}, refs: map[unique.Handle[jobTarget]][]metav1.OwnerReference{}}
+}
+
+// labels returns the labels of r, shared when memo is not nil.
+func (m *jobMemo) labels(r *jobRecord) map[string]string {
+	if m == nil {
+		return r.labelMap()
+	}
+	if l, ok := m.labelMaps[r]; ok {
+		return l
+	}
+	if len(m.labelMaps) >= memoLimit {
+		clear(m.labelMaps)
+	}
+	l := r.labelMap()
+	m.labelMaps[r] = l
+	return l
+}
+
+// ownerReferences returns the owner references of a Job with target, shared when memo is not
+// nil.
+func (m *jobMemo) ownerReferences(target unique.Handle[jobTarget]) []metav1.OwnerReference {
+	if m != nil {
+		if refs, ok := m.refs[target]; ok {
+			return refs
+		}
+	}
+	ref := target.Value().ref
+	if !ref.set {
+		return nil
+	}
+	refs := []metav1.OwnerReference{{
+		APIVersion: ref.apiVersion, Kind: ref.kind, Name: ref.name, UID: ref.uid,
+		Controller: ref.controller.ptr(), BlockOwnerDeletion: ref.blockDeletion.ptr(),
+	}}
+	if m != nil {
+		if len(m.refs) >= memoLimit {
+			clear(m.refs)
+		}
+		m.refs[target] = refs
+	}
+	return refs
+}
+
+// unixNanos is t in Unix nanoseconds, 0 for the zero time.
+func unixNanos(t metav1.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func unixNanosPtr(t *metav1.Time) int64 {
+	if t == nil {
+		return 0
+	}
+	return unixNanos(*t)
+}
+
+// timeOf is the metav1.Time of Unix nanoseconds, the zero time for 0.
+func timeOf(nanos int64) metav1.Time {
+	if nanos == 0 {
+		return metav1.Time{}
+	}
+	return metav1.NewTime(time.Unix(0, nanos))
+}
+
+func timePtrOf(nanos int64) *metav1.Time {
+	if nanos == 0 {
+		return nil
+	}
+	t := timeOf(nanos)
+	return &t
 }
 
 // ownerKey is the key of the object the Job runs for: namespace/kind/name of jobs.TargetOf.
-func (r *jobRecord) ownerKey() string {
-	if r.owner != "" {
-		return r.owner
-	}
-	job := batchv1.Job{ObjectMeta: r.ObjectMeta}
-	t := jobs.TargetOf(&job)
-	return ownerKeyOf(r.Namespace, t.Kind, t.Name)
-}
+func (r *jobRecord) ownerKey() string { return r.target.Value().key }
 
 // ownerKeyOf joins namespace, kind and name into an owner key.
 func ownerKeyOf(namespace string, kind jobs.Kind, name string) string {
@@ -97,41 +407,58 @@ func ownerKeyOf(namespace string, kind jobs.Kind, name string) string {
 // recordOfJob reduces a Job to a jobRecord: name, namespace, UID, resourceVersion, creation
 // and deletion time, labels, the controller owner reference, the annotations the run model
 // reads, start and completion time, and the true Complete or Failed condition without its
-// message. Keys and repeated values are interned.
+// message.
 func recordOfJob(job *batchv1.Job) *jobRecord {
 	r := &jobRecord{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              job.Name,
-			Namespace:         intern(job.Namespace),
-			UID:               job.UID,
-			ResourceVersion:   job.ResourceVersion,
-			CreationTimestamp: job.CreationTimestamp,
-			DeletionTimestamp: job.DeletionTimestamp,
-			Labels:            internMap(job.Labels, nil),
-			Annotations:       internMap(job.Annotations, jobAnnotations),
-		},
-		startTime:      job.Status.StartTime,
-		completionTime: job.Status.CompletionTime,
+		name:            job.Name,
+		uid:             compactUIDOf(job.UID),
+		resourceVersion: job.ResourceVersion,
+		created:         unixNanos(job.CreationTimestamp),
+		deleted:         unixNanosPtr(job.DeletionTimestamp),
+		started:         unixNanosPtr(job.Status.StartTime),
+		completed:       unixNanosPtr(job.Status.CompletionTime),
 	}
+	if len(job.Labels) > 0 {
+		if encoded := encodeLabels(job.Labels); encoded != "" {
+			r.labels = unique.Make(encoded)
+		}
+		r.attempt, r.hasAttempt = job.Labels[jobs.LabelAttempt]
+		r.attempt = intern(r.attempt)
+	}
+	kept := 0
+	for _, k := range jobAnnotations {
+		if _, ok := job.Annotations[k]; ok {
+			kept++
+		}
+	}
+	if kept > 0 {
+		r.annotations = make([]annotation, 0, kept) // no spare capacity: records are many
+		for _, k := range jobAnnotations {
+			if v, ok := job.Annotations[k]; ok {
+				if len(v) <= 64 {
+					v = intern(v)
+				}
+				r.annotations = append(r.annotations, annotation{key: k, value: v})
+			}
+		}
+	}
+	t := jobs.TargetOf(job)
+	target := jobTarget{namespace: job.Namespace, key: ownerKeyOf(job.Namespace, t.Kind, t.Name)}
 	if ref := metav1.GetControllerOfNoCopy(job); ref != nil {
-		r.OwnerReferences = []metav1.OwnerReference{{
-			APIVersion:         intern(ref.APIVersion),
-			Kind:               intern(ref.Kind),
-			Name:               intern(ref.Name),
-			UID:                ref.UID,
-			Controller:         ref.Controller,
-			BlockOwnerDeletion: ref.BlockOwnerDeletion,
-		}}
+		target.ref = ownerRef{
+			set: true, apiVersion: ref.APIVersion, kind: ref.Kind, name: ref.Name, uid: ref.UID,
+			controller: optionalBoolOf(ref.Controller), blockDeletion: optionalBoolOf(ref.BlockOwnerDeletion),
+		}
 	}
-	r.owner = intern(r.ownerKey())
+	r.target = unique.Make(target)
 	for _, c := range job.Status.Conditions {
 		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			r.conditions = append(r.conditions, batchv1.JobCondition{
-				Type:               c.Type,
-				Status:             c.Status,
-				Reason:             intern(c.Reason),
-				LastTransitionTime: c.LastTransitionTime,
-			})
+			kind := finishedComplete
+			if c.Type == batchv1.JobFailed {
+				kind = finishedFailed
+			}
+			r.finish = finishCondition{kind: kind, reason: intern(c.Reason), at: unixNanos(c.LastTransitionTime)}
+			break
 		}
 	}
 	return r

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,9 @@ type Source struct {
 	processedRV atomic.Uint64
 	// publishMu orders the publication of events from the Job and owner informers.
 	publishMu sync.Mutex
+	// memo shares label maps and owner references among published runs and plans; under
+	// publishMu.
+	memo *jobMemo
 	// synced is set once every informer has synced; events of the initial lists are not
 	// published.
 	synced atomic.Bool
@@ -61,16 +65,16 @@ func newSource(jobStore cache.Indexer, owners map[jobs.Kind]cache.Indexer, now f
 	if now == nil {
 		now = time.Now
 	}
-	s := &Source{jobs: jobStore, owners: owners, now: now}
+	s := &Source{jobs: jobStore, owners: owners, now: now, memo: newJobMemo()}
 	s.runHub = newHub(func() runtime.Object { return &runs.Run{} }, runFieldSet, now)
 	s.planHub = newHub(func() runtime.Object { return &runs.Plan{} }, planFieldSet, now)
 	return s
 }
 
-// jobIndexers are the indexes of the Job store: by namespace and by owner.
+// jobIndexers are the indexes of the Job store: by owner only. A namespace's Jobs are those of
+// the owner keys with its prefix, so a namespace index would cost memory for nothing.
 func jobIndexers() cache.Indexers {
 	return cache.Indexers{
-		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
 		ownerIndex: func(obj any) ([]string, error) {
 			r, ok := obj.(*jobRecord)
 			if !ok {
@@ -160,14 +164,17 @@ type group struct {
 }
 
 // groupOf builds the group of records, which all belong to one object.
-func (s *Source) groupOf(records []*jobRecord) group {
+func (s *Source) groupOf(records []*jobRecord) group { return s.groupWith(records, nil) }
+
+// groupWith builds the group of records, rebuilding their Jobs through memo (see jobMemo).
+func (s *Source) groupWith(records []*jobRecord, memo *jobMemo) group {
 	g := group{jobs: make([]batchv1.Job, len(records))}
 	for i, r := range records {
-		g.jobs[i] = r.job()
+		g.jobs[i] = r.jobWith(memo)
 	}
 	if len(records) > 0 {
 		t := jobs.TargetOf(&g.jobs[0])
-		g.owner = s.owner(records[0].Namespace, t.Kind, t.Name)
+		g.owner = s.owner(records[0].namespace(), t.Kind, t.Name)
 	}
 	return g
 }
@@ -244,26 +251,24 @@ func (sel selection) matches(obj metav1.Object, fieldSet fields.Set) bool {
 // candidates returns the records in the selection's namespace whose labels match, grouped by
 // object; field selectors on computed fields are applied by the caller.
 func (s *Source) candidates(sel selection) map[string][]*jobRecord {
-	var objs []any
-	if sel.namespace == "" {
-		objs = s.jobs.List()
-	} else {
-		objs, _ = s.jobs.ByIndex(cache.NamespaceIndex, sel.namespace)
-	}
 	byOwner := map[string][]*jobRecord{}
-	for _, o := range objs {
-		r, ok := jobRecordOf(o)
-		if !ok {
+	name, byName := sel.fieldValue("metadata.name")
+	prefix := sel.namespace + "/"
+	for _, key := range s.jobs.ListIndexFuncValues(ownerIndex) {
+		if sel.namespace != "" && !strings.HasPrefix(key, prefix) {
 			continue
 		}
-		if sel.label != nil && !sel.label.Empty() && !sel.label.Matches(labels.Set(r.Labels)) {
-			continue
+		objs, _ := s.jobs.ByIndex(ownerIndex, key)
+		for _, o := range objs {
+			r, ok := jobRecordOf(o)
+			if !ok || (byName && r.name != name) {
+				continue
+			}
+			if sel.label != nil && !sel.label.Empty() && !sel.label.Matches(r.labelSet()) {
+				continue
+			}
+			byOwner[key] = append(byOwner[key], r)
 		}
-		if name, ok := sel.fieldValue("metadata.name"); ok && r.Name != name {
-			continue
-		}
-		key := r.ownerKey()
-		byOwner[key] = append(byOwner[key], r)
 	}
 	return byOwner
 }
@@ -284,7 +289,7 @@ func (s *Source) listRuns(sel selection) []*runs.Run {
 		g := s.groupOf(s.siblings(key))
 		h := g.history()
 		for _, r := range selected {
-			i := h.Index(r.Name)
+			i := h.Index(r.name)
 			if i < 0 {
 				continue
 			}
@@ -314,7 +319,7 @@ func (s *Source) listPlans(sel selection) []*runs.Plan {
 				gg := s.groupOf(s.siblings(key))
 				g = &gg
 			}
-			i := g.indexOf(r.Name)
+			i := g.indexOf(r.name)
 			if i < 0 {
 				continue
 			}
@@ -354,7 +359,7 @@ func (s *Source) getPlan(namespace, name string) (*runs.Plan, bool) {
 func withRecord(records []*jobRecord, r *jobRecord) []*jobRecord {
 	out := make([]*jobRecord, 0, len(records)+1)
 	for _, x := range records {
-		if x.Name != r.Name {
+		if x.name != r.name {
 			out = append(out, x)
 		}
 	}
@@ -365,7 +370,7 @@ func withRecord(records []*jobRecord, r *jobRecord) []*jobRecord {
 func withoutRecord(records []*jobRecord, name string) []*jobRecord {
 	out := make([]*jobRecord, 0, len(records))
 	for _, x := range records {
-		if x.Name != name {
+		if x.name != name {
 			out = append(out, x)
 		}
 	}
@@ -395,7 +400,7 @@ func (s *Source) onJobEvent(before, after *jobRecord) {
 	if rec == nil {
 		rec = before
 	}
-	rv, _ := strconv.ParseUint(rec.ResourceVersion, 10, 64)
+	rv, _ := strconv.ParseUint(rec.resourceVersion, 10, 64)
 	if !s.synced.Load() {
 		s.bumpProcessed(rv)
 		return
@@ -403,7 +408,7 @@ func (s *Source) onJobEvent(before, after *jobRecord) {
 	s.publishMu.Lock()
 	defer s.publishMu.Unlock()
 
-	current := withoutRecord(s.siblings(rec.ownerKey()), rec.Name)
+	current := withoutRecord(s.siblings(rec.ownerKey()), rec.name)
 	var old, cur []*jobRecord
 	old, cur = current, current
 	if before != nil {
@@ -413,8 +418,8 @@ func (s *Source) onJobEvent(before, after *jobRecord) {
 		cur = withRecord(current, after)
 	}
 	now := s.now()
-	oldRuns, oldPlans := s.views(s.groupOf(old), now)
-	newRuns, newPlans := s.views(s.groupOf(cur), now)
+	oldRuns, oldPlans := s.views(s.groupWith(old, s.memo), now)
+	newRuns, newPlans := s.views(s.groupWith(cur, s.memo), now)
 	s.runHub.publish(changes(oldRuns, newRuns, rv, false))
 	s.planHub.publish(changes(oldPlans, newPlans, rv, false))
 	s.bumpProcessed(rv)
@@ -438,7 +443,7 @@ func (s *Source) onOwnerEvent(before, after *ownerRecord) {
 		return
 	}
 	now := s.now()
-	g := s.groupOf(records)
+	g := s.groupWith(records, s.memo)
 	g.owner = before
 	oldRuns, oldPlans := s.views(g, now)
 	g.owner = after
@@ -488,7 +493,7 @@ func (s *Source) jobEventHandler() cache.ResourceEventHandler {
 				return
 			}
 			if initial {
-				rv, _ := strconv.ParseUint(r.ResourceVersion, 10, 64)
+				rv, _ := strconv.ParseUint(r.resourceVersion, 10, 64)
 				s.bumpProcessed(rv)
 				return
 			}
@@ -497,7 +502,7 @@ func (s *Source) jobEventHandler() cache.ResourceEventHandler {
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := jobRecordOf(oldObj)
 			n, ok2 := jobRecordOf(newObj)
-			if ok1 && ok2 && o.ResourceVersion != n.ResourceVersion {
+			if ok1 && ok2 && o.resourceVersion != n.resourceVersion {
 				s.onJobEvent(o, n)
 			}
 		},

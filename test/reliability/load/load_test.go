@@ -12,6 +12,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,6 +81,38 @@ func memKB(pid int, field string) int {
 		}
 	}
 	return 0
+}
+
+// saveProfiles writes the aggregated API server's heap profile and Go memory statistics into
+// dir, for finding where its memory goes (CAPTF_LOAD_PROFILE=dir).
+func saveProfiles(t *testing.T, sys *system.System, dir string) {
+	direct := rest.CopyConfig(sys.Env.Config)
+	direct.Host, direct.CAData, direct.CAFile = sys.APIServerURL, nil, sys.APIServerCAFile
+	httpClient, err := rest.HTTPClientFor(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, path := range map[string]string{"heap.pprof": "/debug/pprof/heap", "metrics.txt": "/metrics"} {
+		resp, err := httpClient.Get(sys.APIServerURL + path)
+		if err != nil {
+			t.Fatalf("reading %s: %v", path, err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("reading %s: %s", path, resp.Status)
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if file == "metrics.txt" {
+			for _, line := range strings.Split(string(data), "\n") {
+				if strings.HasPrefix(line, "go_memstats_") || strings.HasPrefix(line, "go_gc_") {
+					t.Log(line)
+				}
+			}
+		}
+	}
 }
 
 func TestWatchAndListUnderLoad(t *testing.T) {
@@ -197,6 +231,9 @@ func TestWatchAndListUnderLoad(t *testing.T) {
 	setupTime := time.Since(setup)
 	// What holding the Jobs costs the server, before the load: its RSS growth per Job.
 	rssPerJob := float64(memKB(pid, "VmRSS")-rssBefore) * 1024 / float64(nJobs)
+	if dir := os.Getenv("CAPTF_LOAD_PROFILE"); dir != "" {
+		saveProfiles(t, sys, dir)
+	}
 	if n, err := countRuns(""); err != nil || n < nJobs {
 		t.Fatalf("a list of the namespace shows %d of %d runs (%v)", n, nJobs, err)
 	}
