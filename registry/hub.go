@@ -16,8 +16,9 @@ import (
 // Sizes of the watch hub.
 const (
 	// hubHistory is how many events a hub keeps to replay to a watch that starts at an older
-	// resourceVersion; older starts get 410 Gone and relist.
-	hubHistory = 4096
+	// resourceVersion; older starts get 410 Gone and relist. A watch resumes from the last
+	// version it saw, seconds old; the buffer costs about 1.3 KB per event.
+	hubHistory = 2048
 	// watcherBuffer is how many events a watcher may fall behind before the hub ends its watch;
 	// the client then watches again from its last resourceVersion.
 	watcherBuffer = 1024

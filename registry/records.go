@@ -48,33 +48,48 @@ var ownerAnnotations = []string{
 // jobRecord is what the server keeps of a managed Job: what the API shows and the run model
 // reads, in a compact form. It replaces the Job in the informer's store, because a batchv1.Job
 // with its pod template is many times larger and the server shows none of it. Strings repeated
-// across Jobs are interned; the labels but the attempt, and the controller owner reference, are
-// held once per object; times are nanoseconds. job rebuilds the Job as far as the model reads
+// across Jobs are interned; the labels but the op and attempt, and the controller owner
+// reference, are held once per object; times are nanoseconds. job rebuilds the Job as far as the model reads
 // it. A record is never changed once stored.
 type jobRecord struct {
 	name            string
 	uid             compactUID
 	resourceVersion string
-	// target is the Job's namespace and the object it runs for, shared by all its Jobs.
+	// target is the Job's namespace, the object it runs for and the labels all its Jobs share.
 	target unique.Handle[jobTarget]
-	// labels holds every label but the attempt; see encodeLabels.
-	labels unique.Handle[string]
-	// attempt is the attempt label's value; hasAttempt tells "" from missing.
-	attempt    string
-	hasAttempt bool
+	// own holds the values of perJobLabels; ownSet has bit i set when the Job has label i.
+	own [len(perJobLabels)]string
 	// annotations are those of jobAnnotations the Job has.
 	annotations []annotation
 	// Times in Unix nanoseconds; 0 when unset.
 	created, deleted, started, completed int64
-	// finish is the Job's first true Complete or Failed condition; finish.kind is 0 while none.
-	finish finishCondition
+	// finish is the Job's first true Complete or Failed condition, of kind finishKind;
+	// notFinished while it has none.
+	finish     finishCondition
+	finishKind finishKind
+	ownSet     uint8 // next to finishKind: the two bytes share one word
 }
 
-// jobTarget is the namespace of a Job, the owner key of the object it runs for and its
-// controller owner reference, if it has one.
+// jobTarget is the namespace of a Job, the owner key of the object it runs for, its controller
+// owner reference, if it has one, and its labels but perJobLabels (see encodeLabels): what the
+// Jobs of one object have in common.
 type jobTarget struct {
 	namespace, key string
 	ref            ownerRef
+	labels         string
+}
+
+// perJobLabels are the labels that differ among the Jobs of one object, kept in each record.
+var perJobLabels = [...]string{jobs.LabelOp, jobs.LabelAttempt}
+
+// perJobLabel returns the index of key in perJobLabels, or -1.
+func perJobLabel(key string) int {
+	for i, k := range perJobLabels {
+		if k == key {
+			return i
+		}
+	}
+	return -1
 }
 
 // compactUID holds a UID in 16 bytes when it is a UUID in canonical form, as the API server
@@ -145,7 +160,6 @@ type annotation struct{ key, value string }
 // finishCondition is a true Complete or Failed condition without its message: the message is
 // never shown, and may be long.
 type finishCondition struct {
-	kind   finishKind
 	reason string
 	at     int64
 }
@@ -209,13 +223,10 @@ func (l recordLabels) Get(key string) string {
 func (l recordLabels) Lookup(key string) (string, bool) { return l.lookup(key) }
 
 func (l recordLabels) lookup(key string) (string, bool) {
-	if key == jobs.LabelAttempt {
-		return l.r.attempt, l.r.hasAttempt
+	if i := perJobLabel(key); i >= 0 {
+		return l.r.own[i], l.r.ownSet&(1<<i) != 0
 	}
-	var encoded string
-	if l.r.labels != (unique.Handle[string]{}) {
-		encoded = l.r.labels.Value()
-	}
+	encoded := l.r.target.Value().labels
 	for encoded != "" {
 		var k, v string
 		k, encoded, _ = strings.Cut(encoded, "\x00")
@@ -227,12 +238,12 @@ func (l recordLabels) lookup(key string) (string, bool) {
 	return "", false
 }
 
-// encodeLabels joins the labels but the attempt as key NUL value NUL ..., sorted by key; label
+// encodeLabels joins the labels but perJobLabels as key NUL value NUL ..., sorted by key; label
 // keys and values cannot hold NUL.
 func encodeLabels(in map[string]string) string {
 	keys := make([]string, 0, len(in))
 	for k := range in {
-		if k != jobs.LabelAttempt {
+		if perJobLabel(k) < 0 {
 			keys = append(keys, k)
 		}
 	}
@@ -251,24 +262,30 @@ func encodeLabels(in map[string]string) string {
 
 // labelMap rebuilds the Job's labels.
 func (r *jobRecord) labelMap() map[string]string {
-	var encoded string
-	if r.labels != (unique.Handle[string]{}) {
-		encoded = r.labels.Value()
-	}
-	if encoded == "" && !r.hasAttempt {
+	encoded := r.target.Value().labels
+	if encoded == "" && r.ownSet == 0 {
 		return nil
 	}
-	out := make(map[string]string, strings.Count(encoded, "\x00")/2+2)
+	out := make(map[string]string, strings.Count(encoded, "\x00")/2+1+len(perJobLabels))
 	for encoded != "" {
 		var k, v string
 		k, encoded, _ = strings.Cut(encoded, "\x00")
 		v, encoded, _ = strings.Cut(encoded, "\x00")
 		out[k] = v
 	}
-	if r.hasAttempt {
-		out[jobs.LabelAttempt] = r.attempt
+	for i, k := range perJobLabels {
+		if r.ownSet&(1<<i) != 0 {
+			out[k] = r.own[i]
+		}
 	}
 	return out
+}
+
+// labelsKey identifies the labels of a record by content.
+type labelsKey struct {
+	target unique.Handle[jobTarget]
+	own    [len(perJobLabels)]string
+	ownSet uint8
 }
 
 // job rebuilds the Job as far as the run model reads it.
@@ -298,9 +315,9 @@ func (r *jobRecord) jobWith(memo *jobMemo) batchv1.Job {
 		}
 	}
 	job.Labels, job.OwnerReferences = memo.labels(r), memo.ownerReferences(r.target)
-	if r.finish.kind != notFinished {
+	if r.finishKind != notFinished {
 		job.Status.Conditions = []batchv1.JobCondition{{
-			Type: finishTypes[r.finish.kind], Status: corev1.ConditionTrue, Reason: r.finish.reason,
+			Type: finishTypes[r.finishKind], Status: corev1.ConditionTrue, Reason: r.finish.reason,
 			LastTransitionTime: timeOf(r.finish.at),
 		}}
 	}
@@ -308,11 +325,11 @@ func (r *jobRecord) jobWith(memo *jobMemo) batchv1.Job {
 }
 
 // jobMemo lets the views the publisher computes share the label maps and owner references of
-// the Jobs they rebuild, so that the runs and plans kept for replay hold one copy per Job, not
-// one per event. It forgets everything past memoLimit entries, which bounds it. It is used
-// under the publish lock only; its maps are never written once made.
+// the Jobs they rebuild, so that the runs and plans kept for replay hold one copy per set of
+// labels, not one per event and version. It forgets everything past memoLimit entries, which
+// bounds it. It is used under the publish lock only; its maps are never written once made.
 type jobMemo struct {
-	labelMaps map[*jobRecord]map[string]string
+	labelMaps map[labelsKey]map[string]string
 	refs      map[unique.Handle[jobTarget]][]metav1.OwnerReference
 }
 
@@ -321,7 +338,7 @@ type jobMemo struct {
 const memoLimit = 1024
 
 func newJobMemo() *jobMemo {
-	return &jobMemo{labelMaps: map[*jobRecord]map[string]string{}, refs: map[unique.Handle[jobTarget]][]metav1.OwnerReference{}}
+	return &jobMemo{labelMaps: map[labelsKey]map[string]string{}, refs: map[unique.Handle[jobTarget]][]metav1.OwnerReference{}}
 }
 
 // labels returns the labels of r, shared when memo is not nil.
@@ -329,14 +346,15 @@ func (m *jobMemo) labels(r *jobRecord) map[string]string {
 	if m == nil {
 		return r.labelMap()
 	}
-	if l, ok := m.labelMaps[r]; ok {
+	key := labelsKey{target: r.target, own: r.own, ownSet: r.ownSet}
+	if l, ok := m.labelMaps[key]; ok {
 		return l
 	}
 	if len(m.labelMaps) >= memoLimit {
 		clear(m.labelMaps)
 	}
 	l := r.labelMap()
-	m.labelMaps[r] = l
+	m.labelMaps[key] = l
 	return l
 }
 
@@ -418,12 +436,10 @@ func recordOfJob(job *batchv1.Job) *jobRecord {
 		started:         unixNanosPtr(job.Status.StartTime),
 		completed:       unixNanosPtr(job.Status.CompletionTime),
 	}
-	if len(job.Labels) > 0 {
-		if encoded := encodeLabels(job.Labels); encoded != "" {
-			r.labels = unique.Make(encoded)
+	for i, k := range perJobLabels {
+		if v, ok := job.Labels[k]; ok {
+			r.own[i], r.ownSet = intern(v), r.ownSet|1<<i
 		}
-		r.attempt, r.hasAttempt = job.Labels[jobs.LabelAttempt]
-		r.attempt = intern(r.attempt)
 	}
 	kept := 0
 	for _, k := range jobAnnotations {
@@ -443,7 +459,7 @@ func recordOfJob(job *batchv1.Job) *jobRecord {
 		}
 	}
 	t := jobs.TargetOf(job)
-	target := jobTarget{namespace: job.Namespace, key: ownerKeyOf(job.Namespace, t.Kind, t.Name)}
+	target := jobTarget{namespace: job.Namespace, key: ownerKeyOf(job.Namespace, t.Kind, t.Name), labels: encodeLabels(job.Labels)}
 	if ref := metav1.GetControllerOfNoCopy(job); ref != nil {
 		target.ref = ownerRef{
 			set: true, apiVersion: ref.APIVersion, kind: ref.Kind, name: ref.Name, uid: ref.UID,
@@ -457,7 +473,8 @@ func recordOfJob(job *batchv1.Job) *jobRecord {
 			if c.Type == batchv1.JobFailed {
 				kind = finishedFailed
 			}
-			r.finish = finishCondition{kind: kind, reason: intern(c.Reason), at: unixNanos(c.LastTransitionTime)}
+			r.finishKind = kind
+			r.finish = finishCondition{reason: intern(c.Reason), at: unixNanos(c.LastTransitionTime)}
 			break
 		}
 	}

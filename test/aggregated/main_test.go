@@ -1,25 +1,24 @@
 // Package aggregated tests the captf aggregated API server through the real aggregator of a
-// real kube-apiserver and the real kubectl: the server runs in-process on a loopback port with
-// its own serving certificate, under a ServiceAccount bound by the RBAC of
+// real kube-apiserver and the real kubectl: the server binary, built from this tree, runs as a
+// process on a loopback port with its own serving certificate, under a ServiceAccount bound by the RBAC of
 // artifacts/apiserver, and is registered by an ExternalName Service and the APIService of
 // artifacts/apiserver with its CA as caBundle.
 package aggregated
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/captf/captf/cmd/apiserver/app"
 	"github.com/captf/captf/test/testenv"
 )
 
@@ -32,8 +31,10 @@ const (
 
 // env is the control plane; skipReason is set when its binaries are missing outside CI.
 var (
-	// serverPort and serverCA reach the aggregated server directly, past the aggregator.
+	// serverPort and serverCA reach the aggregated server directly, past the aggregator;
+	// serverPID is its process.
 	serverPort int
+	serverPID  int
 	serverCA   string
 	env        *testenv.Env
 	skipReason string
@@ -91,7 +92,7 @@ func getEnv(t testing.TB) *testenv.Env {
 }
 
 // startAggregatedServer installs and registers the server the way artifacts/apiserver
-// describes, with the Deployment replaced by an in-process server on a loopback port.
+// describes, with the Deployment replaced by a process on a loopback port.
 func startAggregatedServer(ctx context.Context, e *testenv.Env) (stop func(), err error) {
 	artifacts := filepath.Join(e.RepoRoot, "artifacts", "apiserver")
 	// The server's namespace, ServiceAccount and RBAC, and the user roles, exactly as shipped.
@@ -114,28 +115,44 @@ func startAggregatedServer(ctx context.Context, e *testenv.Env) (stop func(), er
 	}
 	serverPort, serverCA = port, cert.CAFile
 
-	// Quiet the generic server's logs; failures come back as errors.
-	klog.LogToStderr(false)
-	klog.SetOutput(bytes.NewBuffer(nil))
+	// The server is the binary built from this tree, run as its own process, so that its
+	// memory can be measured apart from the test's.
+	binDir := filepath.Join(e.Dir, "bin")
+	build := exec.CommandContext(ctx, "go", "build", "-o", binDir+"/", "./cmd/apiserver")
+	build.Dir = e.RepoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building the apiserver: %w\n%s", err, out)
+	}
+	logFile, err := os.Create(filepath.Join(e.Dir, "apiserver.log"))
+	if err != nil {
+		return nil, err
+	}
 	serverCtx, cancel := context.WithCancel(ctx)
-	cmd := app.NewCommand(serverCtx)
-	cmd.SetArgs([]string{
-		"--secure-port=" + strconv.Itoa(port),
+	cmd := exec.CommandContext(serverCtx, filepath.Join(binDir, "apiserver"),
+		"--secure-port="+strconv.Itoa(port),
 		"--bind-address=127.0.0.1",
-		"--tls-cert-file=" + cert.CertFile,
-		"--tls-private-key-file=" + cert.KeyFile,
-		"--kubeconfig=" + kubeconfig,
-		"--authentication-kubeconfig=" + kubeconfig,
-		"--authorization-kubeconfig=" + kubeconfig,
-	})
+		"--tls-cert-file="+cert.CertFile,
+		"--tls-private-key-file="+cert.KeyFile,
+		"--kubeconfig="+kubeconfig,
+		"--authentication-kubeconfig="+kubeconfig,
+		"--authorization-kubeconfig="+kubeconfig,
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	if err := cmd.Start(); err != nil {
+		cancel()
+		logFile.Close()
+		return nil, fmt.Errorf("starting the apiserver: %w", err)
+	}
+	serverPID = cmd.Process.Pid
 	done := make(chan error, 1)
-	go func() { done <- cmd.Execute() }()
+	go func() { done <- cmd.Wait() }()
 	stopServer := func() {
 		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-		}
+		<-done
+		logFile.Close()
 	}
 	fail := func(err error) (func(), error) {
 		stopServer()
@@ -145,7 +162,8 @@ func startAggregatedServer(ctx context.Context, e *testenv.Env) (stop func(), er
 	go func() { readyErr <- testenv.WaitForHTTPSReady(ctx, port, cert.CAFile, 90*time.Second) }()
 	select {
 	case err := <-done:
-		return fail(fmt.Errorf("the apiserver exited: %v", err))
+		done <- err
+		return fail(fmt.Errorf("the apiserver exited: %v (log: %s)", err, logFile.Name()))
 	case err := <-readyErr:
 		if err != nil {
 			return fail(err)
