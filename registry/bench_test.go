@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/jobs"
 )
@@ -160,7 +159,7 @@ func BenchmarkMemoryPerJob(b *testing.B) {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, jobIndexers())
+		store := newJobStore()
 		for _, j := range all {
 			r, _ := transformJob(j.DeepCopy())
 			if err := store.Add(r); err != nil {

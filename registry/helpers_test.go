@@ -128,7 +128,7 @@ func cluster(ns, name string, failedLimit *int32, plan *infrav1.PlanPreview, ann
 // read at t0.
 func newTestSource(t testing.TB, objs ...runtime.Object) *Source {
 	t.Helper()
-	jobStore := cache.NewIndexer(cache.MetaNamespaceKeyFunc, jobIndexers())
+	jobStore := newJobStore()
 	owners := map[jobs.Kind]cache.Indexer{}
 	for _, k := range []jobs.Kind{jobs.KindCluster, jobs.KindMachine, jobs.KindMachinePool} {
 		owners[k] = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})

@@ -26,12 +26,12 @@ import (
 // ManagedJobSelector selects the Jobs captf creates.
 var ManagedJobSelector = labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue}).String()
 
-// NewSource returns a Source over informers of the managed Jobs (captf.io/managed=true, stored
-// as compact records without pod template or spec) and of the TerraformClusters,
+// NewSource returns a Source over a Reflector of the managed Jobs (captf.io/managed=true, stored
+// as compact records without pod template or spec) and informers of the TerraformClusters,
 // TerraformMachines and TerraformMachinePools (their history limits, plan and approval
 // annotations). Start it with Run.
 func NewSource(kube kubernetes.Interface, infra restclient.Interface) (*Source, error) {
-	jobInformer := cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
+	jobWatch := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = ManagedJobSelector
 			return kube.BatchV1().Jobs(metav1.NamespaceAll).List(ctx, o)
@@ -40,13 +40,10 @@ func NewSource(kube kubernetes.Interface, infra restclient.Interface) (*Source, 
 			o.LabelSelector = ManagedJobSelector
 			return kube.BatchV1().Jobs(metav1.NamespaceAll).Watch(ctx, o)
 		},
-	}, &batchv1.Job{}, cache.SharedIndexInformerOptions{Indexers: jobIndexers(), ObjectDescription: "managed Jobs"})
-	if err := jobInformer.SetTransform(transformJob); err != nil {
-		return nil, fmt.Errorf("setting the Job transform: %w", err)
 	}
 
 	owners := map[jobs.Kind]cache.Indexer{}
-	informers := []cache.SharedIndexInformer{jobInformer}
+	var informers []cache.SharedIndexInformer
 	for _, kind := range []jobs.Kind{jobs.KindCluster, jobs.KindMachine, jobs.KindMachinePool} {
 		resource, err := resourceOf(kind)
 		if err != nil {
@@ -66,12 +63,13 @@ func NewSource(kube kubernetes.Interface, infra restclient.Interface) (*Source, 
 		informers = append(informers, inf)
 	}
 
-	s := newSource(jobInformer.GetIndexer(), owners, time.Now)
-	s.informers, s.jobsInformer = informers, jobInformer
-	if _, err := jobInformer.AddEventHandler(s.jobEventHandler()); err != nil {
-		return nil, fmt.Errorf("watching Jobs: %w", err)
-	}
-	for _, inf := range informers[1:] {
+	s := newSource(newJobStore(), owners, time.Now)
+	// The Jobs go straight from a Reflector into the Source's own store (jobFeed), which
+	// publishes each change as it stores it.
+	s.jobFeed = &jobFeed{src: s}
+	s.jobReflector = cache.NewReflectorWithOptions(jobWatch, &batchv1.Job{}, s.jobFeed, cache.ReflectorOptions{Name: "managed Jobs"})
+	s.informers = informers
+	for _, inf := range informers {
 		if _, err := inf.AddEventHandler(s.ownerEventHandler()); err != nil {
 			return nil, fmt.Errorf("watching objects: %w", err)
 		}

@@ -26,20 +26,18 @@ import (
 	"github.com/captf/captf/jobs"
 )
 
-// ownerIndex is the name of the Job index by owner key (namespace/kind/name).
-const ownerIndex = "owner"
-
 // Source is the read side of the server: the managed Jobs and the objects they run for, as
 // compact records in informer stores, and the watch hubs of runs and plans fed from the
 // informers' events. Every run and plan is computed from it on request; nothing else is kept.
 type Source struct {
-	jobs   cache.Indexer
+	jobs   *jobStore
 	owners map[jobs.Kind]cache.Indexer
 
-	// informers are the informers behind the stores; nil in tests that fill the stores.
+	// informers are the informers of the owning objects; nil in tests that fill the stores.
 	informers []cache.SharedIndexInformer
-	// jobsInformer gives the resourceVersion of the initial list.
-	jobsInformer cache.SharedIndexInformer
+	// jobReflector fills jobs through jobFeed; nil in tests.
+	jobReflector *cache.Reflector
+	jobFeed      *jobFeed
 
 	// now is the clock; tests fix it.
 	now func() time.Time
@@ -60,8 +58,8 @@ type Source struct {
 	synced atomic.Bool
 }
 
-// newSource returns a Source over the given stores. The Job store must have the owner index.
-func newSource(jobStore cache.Indexer, owners map[jobs.Kind]cache.Indexer, now func() time.Time) *Source {
+// newSource returns a Source over the given stores.
+func newSource(jobStore *jobStore, owners map[jobs.Kind]cache.Indexer, now func() time.Time) *Source {
 	if now == nil {
 		now = time.Now
 	}
@@ -71,22 +69,11 @@ func newSource(jobStore cache.Indexer, owners map[jobs.Kind]cache.Indexer, now f
 	return s
 }
 
-// jobIndexers are the indexes of the Job store: by owner only. A namespace's Jobs are those of
-// the owner keys with its prefix, so a namespace index would cost memory for nothing.
-func jobIndexers() cache.Indexers {
-	return cache.Indexers{
-		ownerIndex: func(obj any) ([]string, error) {
-			r, ok := obj.(*jobRecord)
-			if !ok {
-				return nil, fmt.Errorf("unexpected object %T in the Job store", obj)
-			}
-			return []string{r.ownerKey()}, nil
-		},
-	}
-}
-
 // HasSynced reports whether every informer has delivered its initial list.
 func (s *Source) HasSynced() bool {
+	if s.jobFeed != nil && !s.jobFeed.hasSynced() {
+		return false
+	}
 	for _, i := range s.informers {
 		if !i.HasSynced() {
 			return false
@@ -113,19 +100,15 @@ func (s *Source) listRV() string {
 	if rv := s.processedRV.Load(); rv > 0 {
 		return strconv.FormatUint(rv, 10)
 	}
-	if s.jobsInformer != nil {
-		return s.jobsInformer.LastSyncResourceVersion()
+	if s.jobReflector != nil {
+		return s.jobReflector.LastSyncResourceVersion()
 	}
 	return "0"
 }
 
 // job returns the record of a Job by namespace and name.
 func (s *Source) job(namespace, name string) (*jobRecord, bool) {
-	obj, ok, err := s.jobs.GetByKey(namespace + "/" + name)
-	if err != nil || !ok {
-		return nil, false
-	}
-	return jobRecordOf(obj)
+	return s.jobs.get(namespace, name)
 }
 
 // owner returns the record of the object with the owner key of r, if the store has it.
@@ -143,19 +126,7 @@ func (s *Source) owner(namespace string, kind jobs.Kind, name string) *ownerReco
 }
 
 // siblings returns the records of every retained Job of the object with ownerKey.
-func (s *Source) siblings(ownerKey string) []*jobRecord {
-	objs, err := s.jobs.ByIndex(ownerIndex, ownerKey)
-	if err != nil {
-		return nil
-	}
-	out := make([]*jobRecord, 0, len(objs))
-	for _, o := range objs {
-		if r, ok := jobRecordOf(o); ok {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+func (s *Source) siblings(ownerKey string) []*jobRecord { return s.jobs.ofOwner(ownerKey) }
 
 // group is the retained Jobs of one object, and the object when the store has it.
 type group struct {
@@ -254,14 +225,12 @@ func (s *Source) candidates(sel selection) map[string][]*jobRecord {
 	byOwner := map[string][]*jobRecord{}
 	name, byName := sel.fieldValue("metadata.name")
 	prefix := sel.namespace + "/"
-	for _, key := range s.jobs.ListIndexFuncValues(ownerIndex) {
+	for _, key := range s.jobs.ownerKeys() {
 		if sel.namespace != "" && !strings.HasPrefix(key, prefix) {
 			continue
 		}
-		objs, _ := s.jobs.ByIndex(ownerIndex, key)
-		for _, o := range objs {
-			r, ok := jobRecordOf(o)
-			if !ok || (byName && r.name != name) {
+		for _, r := range s.jobs.ofOwner(key) {
+			if byName && r.name != name {
 				continue
 			}
 			if sel.label != nil && !sel.label.Empty() && !sel.label.Matches(r.labelSet()) {
@@ -484,36 +453,6 @@ func changes[T runtime.Object](before, after map[string]T, key uint64, inclusive
 	return out
 }
 
-// jobEventHandler feeds Job informer events to onJobEvent.
-func (s *Source) jobEventHandler() cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, initial bool) {
-			r, ok := jobRecordOf(obj)
-			if !ok {
-				return
-			}
-			if initial {
-				rv, _ := strconv.ParseUint(r.resourceVersion, 10, 64)
-				s.bumpProcessed(rv)
-				return
-			}
-			s.onJobEvent(nil, r)
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := jobRecordOf(oldObj)
-			n, ok2 := jobRecordOf(newObj)
-			if ok1 && ok2 && o.resourceVersion != n.resourceVersion {
-				s.onJobEvent(o, n)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if r, ok := jobRecordOf(obj); ok {
-				s.onJobEvent(r, nil)
-			}
-		},
-	}
-}
-
 // ownerEventHandler feeds owner informer events to onOwnerEvent.
 func (s *Source) ownerEventHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
@@ -540,6 +479,9 @@ func (s *Source) ownerEventHandler() cache.ResourceEventHandler {
 // Run starts the informers and marks the Source ready once they have synced. It returns when
 // they have synced, or with an error when ctx ends first.
 func (s *Source) Run(ctx context.Context) error {
+	if s.jobReflector != nil {
+		go s.jobReflector.RunWithContext(ctx)
+	}
 	for _, i := range s.informers {
 		go i.RunWithContext(ctx)
 	}
@@ -547,7 +489,7 @@ func (s *Source) Run(ctx context.Context) error {
 		return fmt.Errorf("waiting for the Job and object caches to sync: %w", ctx.Err())
 	}
 	s.markSynced()
-	klog.FromContext(ctx).Info("Caches synced", "jobs", len(s.jobs.ListKeys()), "resourceVersion", s.listRV())
+	klog.FromContext(ctx).Info("Caches synced", "jobs", s.jobs.len(), "resourceVersion", s.listRV())
 	return nil
 }
 

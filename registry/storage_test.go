@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
@@ -146,7 +145,7 @@ func TestGetAnswersNotFound(t *testing.T) {
 }
 
 func TestUnsyncedCacheIsUnavailable(t *testing.T) {
-	src := newSource(cache.NewIndexer(cache.MetaNamespaceKeyFunc, jobIndexers()), nil, nil)
+	src := newSource(newJobStore(), nil, nil)
 	_, err := NewRunREST(src).List(context.Background(), listOptions("", ""))
 	if !apierrors.IsServiceUnavailable(err) {
 		t.Fatalf("List before sync: err = %v, want 503", err)
