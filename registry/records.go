@@ -46,7 +46,7 @@ var ownerAnnotations = []string{
 }
 
 // jobRecord is what the server keeps of a managed Job: what the API shows and the run model
-// reads, in a compact form. It replaces the Job in the informer's store, because a batchv1.Job
+// reads, in a compact form. It replaces the Job in the server's store, because a batchv1.Job
 // with its pod template is many times larger and the server shows none of it. Strings repeated
 // across Jobs are interned; the labels but the op and attempt, and the controller owner
 // reference, are held once per object; times are nanoseconds. job rebuilds the Job as far as the model reads
@@ -188,7 +188,7 @@ func (r *jobRecord) DeepCopyObject() runtime.Object {
 	return &out
 }
 
-// GetObjectMeta implements metav1.ObjectMetaAccessor for the informer's keys: name, namespace,
+// GetObjectMeta implements metav1.ObjectMetaAccessor for the Reflector's keys: name, namespace,
 // UID and resourceVersion.
 func (r *jobRecord) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Name: r.name, Namespace: r.namespace(), UID: r.uid.value(), ResourceVersion: r.resourceVersion}
@@ -481,8 +481,8 @@ func recordOfJob(job *batchv1.Job) *jobRecord {
 	return r
 }
 
-// transformJob is the Job informer's transform: it stores a jobRecord instead of the Job. It
-// is idempotent, as informers require.
+// transformJob is the Job Reflector's transform: it keeps a jobRecord instead of the Job. It is
+// idempotent, as client-go requires.
 func transformJob(obj any) (any, error) {
 	if job, ok := obj.(*batchv1.Job); ok {
 		return recordOfJob(job), nil
@@ -562,15 +562,6 @@ func transformOwner(obj any) (any, error) {
 		return r, nil
 	}
 	return obj, nil
-}
-
-// jobRecordOf returns the record in an informer event, also from a deletion tombstone.
-func jobRecordOf(obj any) (*jobRecord, bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	r, ok := obj.(*jobRecord)
-	return r, ok
 }
 
 // ownerRecordOf returns the record in an informer event, also from a deletion tombstone.

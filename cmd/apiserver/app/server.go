@@ -122,9 +122,9 @@ type Server struct {
 	Source *registry.Source
 }
 
-// New builds the server: the Source over informers of the managed Jobs and of the objects they
-// run for, the runs.captf.io group (runs, plans, plans/approval), a post-start hook that
-// starts the informers, and a readyz check that passes once they have synced.
+// New builds the server: the Source over a watch of the managed Jobs and informers of the
+// objects they run for, the runs.captf.io group (runs, plans, plans/approval), a post-start
+// hook that starts them, and a readyz check that passes once they have synced.
 func (c CompletedConfig) New() (*Server, error) {
 	generic, err := c.generic.New("captf-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
