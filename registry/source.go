@@ -28,7 +28,8 @@ import (
 
 // Source is the read side of the server: the managed Jobs and the objects they run for, as
 // compact records (the Jobs in its own store, fed by a Reflector; the objects in informer
-// stores), and the watch hubs of runs and plans fed from their changes. Every run and plan is computed from it on request; nothing else is kept.
+// stores), and the watch hubs of runs and plans fed from their changes. Every run and plan is
+// computed from it on request; nothing else is kept.
 type Source struct {
 	jobs   *jobStore
 	owners map[jobs.Kind]cache.Indexer
