@@ -130,28 +130,26 @@ func BenchmarkWatchDelay(b *testing.B) {
 	}
 	defer w.Stop()
 	job := newJob("team-3", "cluster-00003", jobs.OpPlan, 1)
+	feed := &jobFeed{src: src}
 	b.ResetTimer()
 	for b.Loop() {
 		job.ResourceVersion = nextRV()
-		r := recordOfJob(job)
-		if err := src.jobs.Add(r); err != nil {
+		if err := feed.Add(job); err != nil {
 			b.Fatal(err)
 		}
-		src.onJobEvent(nil, r)
 		if ev := <-w.ResultChan(); ev.Type != watch.Added {
 			b.Fatalf("event %s", ev.Type)
 		}
-		if err := src.jobs.Delete(r); err != nil {
+		if err := feed.Delete(job); err != nil {
 			b.Fatal(err)
 		}
-		src.onJobEvent(r, nil)
 		<-w.ResultChan()
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(2*b.N), "µs/event")
 }
 
 // BenchmarkMemoryPerJob reports the heap the Job store holds per retained Job: the compact
-// records the informer keeps, with their indexes.
+// records, with the store's keys and owner lists.
 func BenchmarkMemoryPerJob(b *testing.B) {
 	const n = 30000
 	all := syntheticJobs(n)
@@ -161,10 +159,7 @@ func BenchmarkMemoryPerJob(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		store := newJobStore()
 		for _, j := range all {
-			r, _ := transformJob(j.DeepCopy())
-			if err := store.Add(r); err != nil {
-				b.Fatal(err)
-			}
+			store.put(recordOfJob(j.DeepCopy()))
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)

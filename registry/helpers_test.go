@@ -148,7 +148,8 @@ func (s *Source) add(obj runtime.Object) error {
 	if job, ok := obj.(*batchv1.Job); ok {
 		rv, _ := strconv.ParseUint(job.ResourceVersion, 10, 64)
 		s.bumpProcessed(rv)
-		return s.jobs.Add(recordOfJob(job))
+		s.jobs.put(recordOfJob(job))
+		return nil
 	}
 	r, ok := recordOfOwner(obj)
 	if !ok {
@@ -157,29 +158,25 @@ func (s *Source) add(obj runtime.Object) error {
 	return s.owners[r.kind].Add(r)
 }
 
-// Store changes that publish, as the informers' handlers do.
+// Store changes that publish, through the feed the Job Reflector writes to.
 
 func (s *Source) testAddJob(t testing.TB, job *batchv1.Job) {
 	t.Helper()
-	r := recordOfJob(job)
-	if err := s.jobs.Add(r); err != nil {
+	if err := (&jobFeed{src: s}).Add(job); err != nil {
 		t.Fatal(err)
 	}
-	s.onJobEvent(nil, r)
 }
 
 func (s *Source) testUpdateJob(t testing.TB, job *batchv1.Job) {
 	t.Helper()
-	old, ok := s.job(job.Namespace, job.Name)
+	_, ok := s.job(job.Namespace, job.Name)
 	if !ok {
 		t.Fatalf("no Job %s to update", job.Name)
 	}
-	job.ResourceVersion = nextRV()
-	r := recordOfJob(job)
-	if err := s.jobs.Update(r); err != nil {
+	job.ResourceVersion = nextRV() // a new version, which the feed publishes
+	if err := (&jobFeed{src: s}).Update(job); err != nil {
 		t.Fatal(err)
 	}
-	s.onJobEvent(old, r)
 }
 
 func (s *Source) testDeleteJob(t testing.TB, job *batchv1.Job) {
@@ -188,12 +185,12 @@ func (s *Source) testDeleteJob(t testing.TB, job *batchv1.Job) {
 	if !ok {
 		t.Fatalf("no Job %s to delete", job.Name)
 	}
-	if err := s.jobs.Delete(old); err != nil {
-		t.Fatal(err)
-	}
+	// The delete event carries the Job at the version of its deletion.
 	deleted := old.DeepCopyObject().(*jobRecord)
 	deleted.resourceVersion = nextRV()
-	s.onJobEvent(deleted, nil)
+	if err := (&jobFeed{src: s}).Delete(deleted); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (s *Source) testUpdateOwner(t testing.TB, obj runtime.Object) {

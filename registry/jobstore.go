@@ -91,31 +91,6 @@ func (s *jobStore) unlinkLocked(r *jobRecord) {
 	s.byOwner[owner] = list
 }
 
-// Add, Update and Delete change the store without publishing, as the tests' fixtures do.
-
-// Add stores a Job or its record.
-func (s *jobStore) Add(obj any) error { return s.Update(obj) }
-
-// Update stores a Job or its record.
-func (s *jobStore) Update(obj any) error {
-	r, err := recordOf(obj)
-	if err != nil {
-		return err
-	}
-	s.put(r)
-	return nil
-}
-
-// Delete drops a Job.
-func (s *jobStore) Delete(obj any) error {
-	r, err := recordOf(obj)
-	if err != nil {
-		return err
-	}
-	s.remove(r)
-	return nil
-}
-
 // get returns the record of a Job by namespace and name.
 func (s *jobStore) get(namespace, name string) (*jobRecord, bool) {
 	s.mu.RLock()

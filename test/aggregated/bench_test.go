@@ -55,6 +55,10 @@ func setUpBench(b *testing.B) string {
 		}
 		n := benchJobs()
 		rssBefore := serverRSS()
+		if rssBefore == 0 {
+			benchErr = fmt.Errorf("cannot read the resident memory of the server process %d", serverPID)
+			return
+		}
 
 		owners := make(chan int)
 		var wg sync.WaitGroup
