@@ -2,7 +2,6 @@ package jobs
 
 import (
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
-	"math"
 	"sort"
 	"time"
 
@@ -87,17 +86,14 @@ func newer(a, b *batchv1.Job) bool {
 // NextAttempt returns one more than the highest attempt among the retained Jobs of op, whatever
 // their outcome, and 1 when there are none. It is not a failure count: a count would reuse a
 // pruned attempt's name (a1 to a5 failed, a3 to a5 kept: a count gives a4, this gives a6), and
-// the name of a retained success when an apply repeats the same inputs. It saturates at the
-// int32 maximum instead of wrapping.
+// the name of a retained success when an apply repeats the same inputs. It saturates at
+// MaxAttempt; AttemptOf reads any higher label as no attempt.
 func NextAttempt(jobs []batchv1.Job, op Op) int32 {
 	var highest int32
 	for _, j := range OpJobs(jobs, op) {
 		highest = max(highest, AttemptOf(j))
 	}
-	if highest == math.MaxInt32 {
-		return highest
-	}
-	return highest + 1
+	return min(highest+1, MaxAttempt)
 }
 
 // FailureStreak returns the Jobs counted as consecutive failures of op, newest first: walking the
@@ -210,17 +206,17 @@ func backoffWindow(failures []*batchv1.Job, limits Limits) BackoffWindow {
 }
 
 // RemediationFailures returns the remediation count: the apply Jobs whose outcome
-// CountsAsFailure and that finished after (or in the same second as) lastDriftCheck (the last successful drift check; zero
-// counts all), walking apply Jobs newest first and stopping at an apply success. Blocked,
+// CountsAsFailure and that finished strictly after lastDriftCheck (the last successful drift
+// check; zero counts all), walking apply Jobs newest first and stopping at an apply success. Blocked,
 // plan-changed and interrupted applies do not count. A failure without a recorded finish
 // counts, which errs toward waiting for the next drift check over remediating in a loop.
 func RemediationFailures(jobs []batchv1.Job, lastDriftCheck time.Time) int {
 	n := 0
 	for _, j := range FailureStreak(jobs, OpApply) {
 		finished, ok := FinishedAt(j)
-		// Times are kept to the second: a failure in the same second as the check came after it,
-		// since remediation starts only once the check has finished.
-		if !ok || lastDriftCheck.IsZero() || !finished.Before(lastDriftCheck) {
+		// Strictly after, as seed 001 says: a failure finishing in the check's second is taken
+		// as part of the history the check already saw.
+		if !ok || lastDriftCheck.IsZero() || finished.After(lastDriftCheck) {
 			n++
 		}
 	}

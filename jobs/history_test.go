@@ -27,7 +27,8 @@ func TestNextAttempt(t *testing.T) {
 		{"each op counts its own attempts", jobs(mkJob(OpRefresh, 40, failed), mkJob(OpApply, 2, succeeded)), OpApply, 3},
 		{"an op with no retained Job starts at 1 whatever other ops did", jobs(mkJob(OpRefresh, 40, failed)), OpDrift, 1},
 		{"a Job with a garbage attempt label raises nothing", jobs(mkJob(OpApply, 2, failed), mkJob(OpApply, 9, failed, label(LabelAttempt, "x"))), OpApply, 3},
-		{"the attempt saturates instead of wrapping", jobs(mkJob(OpApply, math.MaxInt32, failed)), OpApply, math.MaxInt32},
+		{"the attempt saturates at MaxAttempt instead of growing past it", jobs(mkJob(OpApply, MaxAttempt, failed)), OpApply, MaxAttempt},
+		{"an attempt label above MaxAttempt (a forged 2147483647) counts as none", jobs(mkJob(OpApply, math.MaxInt32, failed), mkJob(OpApply, 2, failed)), OpApply, 3},
 		{"an unknown op has attempt 1", jobs(mkJob(OpApply, 4, failed, label(LabelOp, "x"))), Op("x"), 1},
 	}
 	for _, tt := range tests {
@@ -328,6 +329,7 @@ func TestRemediation(t *testing.T) {
 		{"no failed apply: remediation may start", nil, drift, nil, 0, true},
 		{"failed applies after the last drift check count", jobs(mkJob(OpApply, 1, failed, after(1)), mkJob(OpApply, 2, deadline, after(2))), drift, nil, 2, true},
 		{"at the failed limit remediation waits", jobs(mkJob(OpApply, 1, failed, after(1)), mkJob(OpApply, 2, failed, after(2)), mkJob(OpApply, 3, failed, after(3))), drift, nil, 3, false},
+		{"a failure finishing in the same second as the last drift check does not count", jobs(mkJob(OpApply, 1, failed, finishedAt(drift))), drift, limit(1), 0, true},
 		{"failures before the last drift check do not count", jobs(mkJob(OpApply, 1, failed, before), mkJob(OpApply, 2, failed, after(2))), drift, nil, 1, true},
 		{"the count stops at an apply success", jobs(mkJob(OpApply, 1, failed, after(1)), mkJob(OpApply, 2, succeeded, after(2)), mkJob(OpApply, 3, failed, after(3))), drift, nil, 1, true},
 		{"blocked and plan-changed applies do not count", jobs(mkJob(OpApply, 1, blocked, after(1)), mkJob(OpApply, 2, planChanged, after(2))), drift, limit(1), 0, true},

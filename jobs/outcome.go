@@ -147,12 +147,17 @@ func OpOf(job *batchv1.Job) Op {
 	return op
 }
 
+// MaxAttempt is the highest attempt a Job label may carry. At the 10-minute backoff cap it is
+// nearly twenty years of retries, so no real history reaches it; a label above it was written
+// by hand and must not push the next attempt to a name that can never be created again.
+const MaxAttempt = 1_000_000
+
 // AttemptOf returns the attempt in the Job's attempt label. A missing or unparsable label, or a
-// value below 1, reads as 0: such a Job then never raises the next attempt and sorts as the
-// oldest of its op, which is the safe side for both.
+// value below 1 or above MaxAttempt, reads as 0: such a Job then never raises the next attempt
+// and sorts as the oldest of its op, which is the safe side for both.
 func AttemptOf(job *batchv1.Job) int32 {
 	n, err := strconv.ParseInt(job.Labels[LabelAttempt], 10, 32)
-	if err != nil || n < 1 {
+	if err != nil || n < 1 || n > MaxAttempt {
 		return 0
 	}
 	return int32(n)
