@@ -4,6 +4,7 @@
 package decide
 
 import (
+	"errors"
 	"hash/fnv"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ const (
 	ReasonDeletingWithoutState   = "DeletingWithoutState"
 	ReasonDeleting               = "Deleting"
 	ReasonStateUnreadable        = "StateUnreadable"
+	ReasonStateLost              = "StateLost"
 	ReasonNoState                = "NoState"
 	ReasonStateWithoutInputsHash = "StateWithoutInputsHash"
 	ReasonInputsChanged          = "InputsChanged"
@@ -156,6 +158,9 @@ func Decide(in Input) Decision {
 		return in.start(jobs.OpDestroy, ReasonDeleting)
 	}
 	if in.StateErr != nil {
+		if errors.Is(in.StateErr, state.ErrLost) {
+			return Decision{Reason: ReasonStateLost, RequeueAfter: StateRequeue}
+		}
 		return Decision{Reason: ReasonStateUnreadable, RequeueAfter: StateRequeue}
 	}
 	if d, ok := in.dueApply(); ok {
@@ -364,13 +369,22 @@ func activeJob(all []batchv1.Job) *batchv1.Job {
 	return nil
 }
 
-// lastApplyFailed reports whether the newest finished apply, remediation applies aside, failed in
-// a way that counts: blocked and plan-changed applies wait for a person, not a retry.
+// lastApplyFailed reports whether the newest finished apply, remediation applies aside, calls
+// for another: it failed in a way that counts, or it was interrupted from outside (free of
+// backoff, so retried at once). A blocked or plan-changed apply waits for a person, not a retry,
+// unless it was itself the retry of a failed apply: the failure it retried is still unresolved,
+// so the apply stays due and the approval it waits for lets it start.
 func lastApplyFailed(all []batchv1.Job) bool {
 	for _, j := range jobs.OpJobs(all, jobs.OpApply) {
 		outcome := jobs.OutcomeOf(j)
 		if !outcome.Finished() || j.Annotations[jobs.AnnotationDriftRemediation] == "true" {
 			continue
+		}
+		switch outcome {
+		case jobs.OutcomeInterrupted:
+			return true
+		case jobs.OutcomeBlocked, jobs.OutcomePlanChanged:
+			return j.Annotations[jobs.AnnotationAfterFailedApply] == "true"
 		}
 		return outcome.CountsAsFailure()
 	}

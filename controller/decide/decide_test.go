@@ -67,6 +67,16 @@ func TestDecide(t *testing.T) {
 		{"4: deleting destroys even when the inputs changed", func(in *Input) {
 			in.Deleting, in.CurrentInputsHash = true, "h1:new"
 		}, jobs.OpDestroy, ReasonDeleting, false, 0},
+		{"a lost state (missing after an apply once succeeded) applies nothing", func(in *Input) {
+			in.State, in.StateErr = state.State{}, state.ErrLost
+		}, "", ReasonStateLost, false, StateRequeue},
+		{"2: deleting with a lost state holds the deletion", func(in *Input) {
+			in.Deleting, in.State, in.StateErr = true, state.State{}, state.ErrLost
+		}, "", ReasonDeletionHeld, false, StateRequeue},
+		{"1: a lost state may be restored", func(in *Input) {
+			in.State, in.StateErr = state.State{}, state.ErrLost
+			in.Restore = &Restore{Serial: "3", BackupName: "b", InputsHash: "h1:old"}
+		}, jobs.OpRestore, ReasonRestoreRequested, false, 0},
 		{"unreadable state starts nothing", func(in *Input) { in.StateErr = errors.New("x") }, "", ReasonStateUnreadable, false, StateRequeue},
 		{"5: no state applies", func(in *Input) { in.State = state.State{}; in.Jobs = nil }, jobs.OpApply, ReasonNoState, false, 0},
 		{"5: no state applies a machine too", func(in *Input) {
@@ -88,9 +98,23 @@ func TestDecide(t *testing.T) {
 		{"8: a deadline counts as a failed apply", func(in *Input) {
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeDeadlineExceeded, 10))
 		}, jobs.OpApply, ReasonLastApplyFailed, false, 0},
-		{"8: an interrupted apply is no failed apply", func(in *Input) {
-			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeInterrupted, 10))
-		}, "", ReasonUpToDate, false, 0},
+		{"8: an interrupted apply is retried at once", func(in *Input) {
+			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeInterrupted, 999))
+		}, jobs.OpApply, ReasonLastApplyFailed, false, 0},
+		{"8: a blocked retry of a failed apply keeps the apply due and waits for approval", func(in *Input) {
+			in.Guarded = true
+			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeFailed, 10, jobs.AnnotationInputsHash, "h1:y"),
+				job(jobs.OpApply, 3, jobs.OutcomeBlocked, 20, jobs.AnnotationInputsHash, "h1:old", jobs.AnnotationAfterFailedApply, "true"))
+		}, "", ReasonDestructivePlanBlocked, false, ApprovalRequeue},
+		{"8: an approved blocked retry of a failed apply applies", func(in *Input) {
+			in.Guarded, in.ApprovedDestructive = true, "h1:old"
+			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeFailed, 10, jobs.AnnotationInputsHash, "h1:y"),
+				job(jobs.OpApply, 3, jobs.OutcomeBlocked, 20, jobs.AnnotationInputsHash, "h1:old", jobs.AnnotationAfterFailedApply, "true"))
+		}, jobs.OpApply, ReasonLastApplyFailed, false, 0},
+		{"8: a plan-changed retry of a failed apply keeps the apply due", func(in *Input) {
+			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeFailed, 10),
+				job(jobs.OpApply, 3, jobs.OutcomePlanChanged, 20, jobs.AnnotationAfterFailedApply, "true"))
+		}, jobs.OpApply, ReasonLastApplyFailed, false, 0},
 		{"8: a blocked apply waits for a person, not a retry", func(in *Input) {
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeBlocked, 10))
 		}, "", ReasonUpToDate, false, 0},

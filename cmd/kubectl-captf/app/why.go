@@ -108,6 +108,7 @@ var reasons = map[string]string{
 	decide.ReasonDeletingWithoutState:   "the object is being deleted and its state holds no resources: the finalizer is dropped",
 	decide.ReasonDeleting:               "the object is being deleted: destroy its resources",
 	decide.ReasonStateUnreadable:        "the state Secret cannot be read; nothing runs until it can (see the StateReadable condition)",
+	decide.ReasonStateLost:              "the state Secret is missing although an apply once succeeded: nothing is applied (restore a backup with captf.io/restore-state, or delete the durable inputs Secret to start over)",
 	decide.ReasonNoState:                "there is no state yet: provision",
 	decide.ReasonStateWithoutInputsHash: "the state records no inputs hash: apply to record one",
 	decide.ReasonInputsChanged:          "the rendered inputs differ from those of the last successful apply",
