@@ -7,6 +7,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/captf/captf/controller/metrics"
 	"github.com/captf/captf/jobs"
 )
 
@@ -22,7 +23,9 @@ func activeJobs(mgr ctrl.Manager) func() map[[2]string]int {
 		for i := range list.Items {
 			j := &list.Items[i]
 			if !jobs.OutcomeOf(j).Finished() {
-				counts[[2]string{j.Labels[jobs.LabelOwnerKind], string(jobs.OpOf(j))}]++
+				// Anyone may label a Job managed: only captf's kinds and ops become label
+				// values, so the map and the gauge stay within the fixed sets.
+				counts[[2]string{metrics.KindLabel(jobs.Kind(j.Labels[jobs.LabelOwnerKind])), metrics.OpLabel(jobs.OpOf(j))}]++
 			}
 		}
 		return counts

@@ -1,5 +1,6 @@
 // Package metrics defines the captf_* Prometheus series of the controller. Labels are bounded:
-// kind, op, result and reason come from fixed sets, never from object names.
+// kind, op, result and reason come from fixed sets, never from object names or from the labels
+// whoever may write Jobs put on them.
 package metrics
 
 import (
@@ -95,28 +96,55 @@ func New(reg prometheus.Registerer, active func() map[[2]string]int) (*Metrics, 
 	return m, nil
 }
 
+// Unknown is the kind or op label of a Job whose own label is not one of captf's, such as a
+// Job someone else labeled: the series stay within the fixed sets whatever a Job says.
+const Unknown = "unknown"
+
+// KindLabel is the kind label value of kind: the kind itself when it is one of captf's,
+// Unknown otherwise.
+func KindLabel(kind jobs.Kind) string {
+	if !kind.Valid() {
+		return Unknown
+	}
+	return string(kind)
+}
+
+// OpLabel is the op label value of op: the op itself when it is one of captf's, Unknown
+// otherwise.
+func OpLabel(op jobs.Op) string {
+	if !op.Valid() {
+		return Unknown
+	}
+	return string(op)
+}
+
 // Finished records a bookkept Job.
 func (m *Metrics) Finished(kind jobs.Kind, op jobs.Op, outcome jobs.Outcome, ran time.Duration, retry int) {
-	result := outcome.MetricResult()
-	m.JobsTotal.WithLabelValues(string(kind), string(op), result).Inc()
+	k, o, result := KindLabel(kind), OpLabel(op), outcome.MetricResult()
+	if result == "" {
+		result = Unknown
+	}
+	m.JobsTotal.WithLabelValues(k, o, result).Inc()
 	if ran > 0 {
-		m.JobDuration.WithLabelValues(string(kind), string(op), result).Observe(ran.Seconds())
+		m.JobDuration.WithLabelValues(k, o, result).Observe(ran.Seconds())
 	}
 	if outcome.Succeeded() {
-		m.JobAttempts.WithLabelValues(string(kind), string(op)).Observe(float64(retry))
+		m.JobAttempts.WithLabelValues(k, o).Observe(float64(retry))
 	}
 }
 
 // Decided records a decision; op is empty when nothing starts.
 func (m *Metrics) Decided(kind jobs.Kind, op jobs.Op, reason string) {
-	if op == "" {
-		op = "none"
+	o := "none"
+	if op != "" {
+		o = OpLabel(op)
 	}
-	m.Decisions.WithLabelValues(string(kind), string(op), reason).Inc()
+	m.Decisions.WithLabelValues(KindLabel(kind), o, reason).Inc()
 }
 
 // activeCollector reports the running Jobs at scrape time, so the gauge can never drift from the
-// Jobs that exist.
+// Jobs that exist. The counts come by kind and op as the Jobs' labels say; it reports them by
+// KindLabel and OpLabel.
 type activeCollector struct {
 	active func() map[[2]string]int
 	desc   *prometheus.Desc
@@ -128,7 +156,11 @@ func (c *activeCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.active == nil {
 		return
 	}
+	counts := map[[2]string]int{}
 	for key, n := range c.active() {
+		counts[[2]string{KindLabel(jobs.Kind(key[0])), OpLabel(jobs.Op(key[1]))}] += n
+	}
+	for key, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), key[0], key[1])
 	}
 }

@@ -19,7 +19,12 @@ const Workspace = "default"
 // dataKey is where the kubernetes backend keeps the gzip-compressed state.
 const dataKey = "tfstate"
 
-// maxStateBytes bounds the decompressed state the controller will read.
+// maxStateBytes bounds the decompressed state the controller reads, so that a state Secret
+// anyone with Secret rights wrote cannot exhaust its memory: gzip expands up to about 1000
+// times, so the 1 MiB a Secret holds could decompress to a gigabyte. The kubernetes backend
+// keeps the whole compressed state in that one Secret, and state JSON typically compresses ten
+// to twenty times, so the states it stores stay well below the bound. The runner bounds a backup
+// it restores the same.
 const maxStateBytes = 64 << 20
 
 // InputsHashAnnotation on the state Secret records the inputs hash of the last successful apply.
@@ -39,6 +44,10 @@ var (
 	ErrEncrypted = errors.New("state is encrypted")
 	// ErrUnsupportedVersion: the state is not format version 4.
 	ErrUnsupportedVersion = errors.New("state format version is not 4")
+	// ErrTooLarge: the state decompresses to more than the controller reads. An error that is
+	// ErrTooLarge is ErrCorrupt too: a Secret that large is a gzip bomb rather than a state the
+	// backend wrote, and StateReadable reports it as corrupt.
+	ErrTooLarge = errors.New("state is too large")
 )
 
 // State is what the controller needs to know of a state.
@@ -91,7 +100,7 @@ func Read(secret *corev1.Secret) (State, error) {
 		return State{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if len(data) > maxStateBytes {
-		return State{}, fmt.Errorf("%w: more than %d bytes decompressed", ErrCorrupt, maxStateBytes)
+		return State{}, fmt.Errorf("%w: %w: it decompresses to more than %d MiB", ErrCorrupt, ErrTooLarge, maxStateBytes>>20)
 	}
 	return Parse(data, secret.Annotations[InputsHashAnnotation])
 }

@@ -1,7 +1,10 @@
 package state
 
 import (
+	"bytes"
+	"compress/gzip"
 	"errors"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +50,89 @@ func TestRead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadBoundsTheDecompressedState: a state Secret is written by whoever may write Secrets in
+// the namespace, and a small one can decompress to gigabytes. Read stops at maxStateBytes and
+// reports anything larger as corrupt and too large, which makes StateReadable False; a state of
+// exactly the bound is read.
+func TestReadBoundsTheDecompressedState(t *testing.T) {
+	for _, tc := range []struct {
+		rule    string
+		secret  func(t *testing.T) *corev1.Secret
+		wantErr []error
+	}{
+		{"a Secret's worth of gzip members that decompress to 900 MiB is too large", func(t *testing.T) *corev1.Secret {
+			member := gzipStream(t, 1<<20, []byte{0}, gzip.BestCompression)
+			bomb := bytes.Repeat(member, 900) // a gzip reader reads the members one after another
+			if len(bomb) > 1<<20 {
+				t.Fatalf("the bomb takes %d bytes, more than a Secret holds", len(bomb))
+			}
+			return rawSecret(bomb, "")
+		}, []error{ErrCorrupt, ErrTooLarge}},
+		{"a state one byte past the bound is too large", func(t *testing.T) *corev1.Secret {
+			return rawSecret(gzipStream(t, maxStateBytes+1, paddedState, gzip.BestSpeed), "")
+		}, []error{ErrCorrupt, ErrTooLarge}},
+		{"a state of exactly the bound is read", func(t *testing.T) *corev1.Secret {
+			return rawSecret(gzipStream(t, maxStateBytes, paddedState, gzip.BestSpeed), "")
+		}, nil},
+		{"a gzip stream cut short is corrupt, not too large", func(t *testing.T) *corev1.Secret {
+			data := gzipStream(t, 1<<20, []byte{0}, gzip.BestSpeed)
+			return rawSecret(data[:len(data)/2], "")
+		}, []error{ErrCorrupt}},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			s, err := Read(tc.secret(t))
+			for _, want := range tc.wantErr {
+				if !errors.Is(err, want) {
+					t.Errorf("err = %v, want %v", err, want)
+				}
+			}
+			if len(tc.wantErr) == 0 && err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if !slices.Contains(tc.wantErr, ErrTooLarge) && errors.Is(err, ErrTooLarge) {
+				t.Errorf("err = %v, want it not ErrTooLarge", err)
+			}
+			if len(tc.wantErr) == 0 && (!s.Exists || s.Serial != 3) {
+				t.Errorf("state = %+v, want serial 3", s)
+			}
+		})
+	}
+}
+
+// paddedState marks gzipStream's content as a state document padded with spaces.
+var paddedState = []byte(`{"version":4,"serial":3,"lineage":"l","resources":[]}`)
+
+// gzipStream compresses n bytes at level without holding them: head (cut to n) followed by
+// spaces when head is a state document, or head repeated otherwise.
+func gzipStream(t *testing.T, n int, head []byte, level int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, level)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := head
+	if len(head) > 1 {
+		if _, err := zw.Write(head[:min(n, len(head))]); err != nil {
+			t.Fatal(err)
+		}
+		n -= min(n, len(head))
+		fill = []byte{' '}
+	}
+	chunk := bytes.Repeat(fill, 1<<20)
+	for n > 0 {
+		k := min(n, len(chunk))
+		if _, err := zw.Write(chunk[:k]); err != nil {
+			t.Fatal(err)
+		}
+		n -= k
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 func TestReadKeepsSerialLineageAndOutputs(t *testing.T) {

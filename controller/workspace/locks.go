@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -27,6 +28,22 @@ type lockInfo struct {
 	Operation string `json:"Operation"`
 	Who       string `json:"Who"`
 }
+
+// Bounds of the lock details the controller shows. Whoever may write Leases in the namespace
+// writes them, and they end up in the StateReadable message (the CRD caps a condition message
+// at 32 KiB) and in a StateLocked event (an events.k8s.io note holds at most 1 KiB), so the text
+// is cut to fit both with room for the rest of the message.
+const (
+	// maxLockWhoBytes bounds the holder text shown: OpenTofu writes user@hostname, a user name
+	// of at most 32 bytes and a host name of at most 64 (a pod name of this object's Jobs, 63).
+	maxLockWhoBytes = 256
+	// maxLockIDBytes bounds a lock ID: OpenTofu's are 36-byte UUIDs. A longer one is not
+	// OpenTofu's, so the lock reads as having unreadable details and is never released with it.
+	maxLockIDBytes = 128
+	// maxLockOperationBytes bounds the operation shown: OpenTofu's are OperationTypeApply and
+	// the like.
+	maxLockOperationBytes = 64
+)
 
 // lockVerdict is what the state lock means for the next Job.
 type lockVerdict struct {
@@ -74,13 +91,14 @@ func (p *pass) checkStateLock(ctx context.Context) (lockVerdict, error) {
 	}
 	holder := *lease.Spec.HolderIdentity
 	var info lockInfo
-	if err := json.Unmarshal([]byte(lease.Annotations[LockInfoAnnotation]), &info); err != nil || info.ID == "" {
-		return lockVerdict{heldBy: fmt.Sprintf("lock %s with unreadable details", holder)}, nil
+	if err := json.Unmarshal([]byte(lease.Annotations[LockInfoAnnotation]), &info); err != nil || info.ID == "" || len(info.ID) > maxLockIDBytes {
+		return lockVerdict{heldBy: fmt.Sprintf("lock %s with unreadable details", jobs.TruncateUTF8(holder, maxLockIDBytes))}, nil
 	}
 	at := strings.LastIndex(info.Who, "@")
 	pod := info.Who[at+1:]
 	if at < 0 || !jobs.OwnsPod(p.r.Kind, p.obj.GetName(), pod) {
-		return lockVerdict{heldBy: fmt.Sprintf("lock %s held by %q for %s", info.ID, info.Who, info.Operation)}, nil
+		return lockVerdict{heldBy: fmt.Sprintf("lock %s held by %s for %s", info.ID, quoteBounded(info.Who, maxLockWhoBytes),
+			jobs.TruncateUTF8(info.Operation, maxLockOperationBytes))}, nil
 	}
 	var running corev1.Pod
 	switch err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: pod}, &running); {
@@ -103,4 +121,25 @@ func (p *pass) reportStateLock(v lockVerdict) {
 	conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionFalse, conditions.ReasonStateLocked,
 		"the state is locked ("+v.heldBy+"); the next Job waits up to lockTimeoutSeconds for it", gen, p.now)
 	conditions.SetReady(&status.Conditions, gen, p.now)
+}
+
+// quoteBounded quotes s as %q does, cut so that the quoted text is at most limit bytes (a cut
+// text ends in "..." after the quote): escapes can make the quoted text up to four times as long
+// as s, and the bound is on what is shown.
+func quoteBounded(s string, limit int) string {
+	if q := strconv.Quote(s); len(q) <= limit {
+		return q
+	}
+	// The longest prefix whose quoted text fits; the quoted length grows with the prefix, and
+	// a prefix longer than limit never fits.
+	fits := func(n int) bool { return len(strconv.Quote(jobs.TruncateUTF8(s, n)))+len("...") <= limit }
+	lo, hi := 0, min(len(s), limit)
+	for lo < hi {
+		if mid := (lo + hi + 1) / 2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return strconv.Quote(jobs.TruncateUTF8(s, lo)) + "..."
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -50,16 +51,7 @@ func TestStaleStateLocks(t *testing.T) {
 				data, _ := json.Marshal(map[string]string{"ID": "lock-1", "Operation": "OperationTypeApply", "Who": tt.who, "Version": "1.10.10"})
 				info = string(data)
 			}
-			lock := &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{
-					Namespace: h.ns, Name: state.LockLeaseName(jobs.StateSecretSuffix(h.ns, jobs.KindCluster, "web")),
-					Annotations: map[string]string{workspace.LockInfoAnnotation: info},
-				},
-				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("lock-1")},
-			}
-			if err := h.c.Create(h.ctx, lock); err != nil {
-				t.Fatal(err)
-			}
+			h.lock("lock-1", info)
 			if tt.pod != "" {
 				pod := &corev1.Pod{
 					ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: ownPod},
@@ -100,6 +92,89 @@ func TestStaleStateLocks(t *testing.T) {
 			}
 			if locked == nil || locked.Status != metav1.ConditionFalse || locked.Reason != conditions.ReasonStateLocked || countPrefix(events, "Warning StateLocked") != 1 {
 				t.Errorf("StateReadable %+v, events %v; want False/StateLocked and one StateLocked event", locked, events)
+			}
+		})
+	}
+}
+
+// lock creates the state lock Lease of the cluster web with a holder and lock details.
+func (h *harness) lock(holder, info string) {
+	h.t.Helper()
+	lock := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: h.ns, Name: state.LockLeaseName(jobs.StateSecretSuffix(h.ns, jobs.KindCluster, "web")),
+			Annotations: map[string]string{workspace.LockInfoAnnotation: info},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder)},
+	}
+	if err := h.c.Create(h.ctx, lock); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// TestStateLockTextOthersWroteIsBounded: the lock Lease is written by whoever may write Leases
+// in the namespace, and its holder, ID, Who and Operation end up in StateReadable and in the
+// StateLocked event. However long they are, the status patch goes through with a short message,
+// the event fits an events.k8s.io note (1 KiB), and a lock ID longer than OpenTofu's is never
+// released.
+func TestStateLockTextOthersWroteIsBounded(t *testing.T) {
+	const huge = 40 << 10
+	ownPod := func() string {
+		name, _ := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: "web", Op: jobs.OpApply, Attempt: 7, InputsHash: "h1:earlier"})
+		return name + "-x7k2q"
+	}()
+	details := func(id, op, who string) string {
+		data, _ := json.Marshal(map[string]string{"ID": id, "Operation": op, "Who": who, "Version": "1.10.10"})
+		return string(data)
+	}
+	tests := []struct {
+		name     string
+		holder   string
+		info     string
+		wantText string // in the StateReadable message
+	}{
+		{name: "a 40 KiB Who is cut", holder: "lock-1",
+			info: details("lock-1", "OperationTypeApply", strings.Repeat("a", huge)+"@laptop"), wantText: `held by "aaaa`},
+		{name: "a Who of control characters, escaped to four times its length, is cut", holder: "lock-1",
+			info: details("lock-1", "OperationTypeApply", strings.Repeat("\x01", huge/2)+"@laptop"), wantText: `held by "\x01`},
+		{name: "a 40 KiB Who of multibyte characters is cut between characters", holder: "lock-1",
+			info: details("lock-1", "OperationTypeApply", strings.Repeat("é", huge/2)+"@laptop"), wantText: `held by "éé`},
+		{name: "a 40 KiB operation is cut", holder: "lock-1",
+			info: details("lock-1", strings.Repeat("o", huge), "alice@laptop"), wantText: "for oooo"},
+		{name: "a 40 KiB holder of unreadable details is cut", holder: strings.Repeat("h", huge),
+			info: "{not json", wantText: "lock hhhh"},
+		{name: "a 40 KiB lock ID reads as unreadable details and is never released, even for a gone pod of the object's Jobs",
+			holder: "lock-1", info: details(strings.Repeat("i", huge), "OperationTypeApply", "root@"+ownPod), wantText: "unreadable details"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, jobs.KindCluster)
+			h.lock(tt.holder, tt.info)
+
+			tc := h.cluster("web")
+			h.settle(tc) // fails the test when the status patch is rejected
+			job := h.runningJob(jobs.KindCluster, "web")
+			for _, arg := range job.Spec.Template.Spec.Containers[0].Command {
+				if strings.HasPrefix(arg, "--force-unlock") {
+					t.Errorf("the Job releases a lock that is not known stale: %.100s...", arg)
+				}
+			}
+			h.get(tc)
+			locked := conditions.Get(tc.Status.Conditions, conditions.StateReadable)
+			if locked == nil || locked.Status != metav1.ConditionFalse || locked.Reason != conditions.ReasonStateLocked {
+				t.Fatalf("StateReadable %.2000v; want False/StateLocked", locked)
+			}
+			if len(locked.Message) > 1024 || !strings.Contains(locked.Message, tt.wantText) || !utf8.ValidString(locked.Message) {
+				t.Errorf("StateReadable message of %d bytes, want at most 1 KiB of valid UTF-8 with %q: %.2000s", len(locked.Message), tt.wantText, locked.Message)
+			}
+			var stateLocked []string
+			for _, e := range h.events() {
+				if note, ok := strings.CutPrefix(e, "Warning StateLocked "); ok {
+					stateLocked = append(stateLocked, note)
+				}
+			}
+			if len(stateLocked) != 1 || len(stateLocked[0]) > 1024 {
+				t.Errorf("StateLocked events %.2000q; want one of at most 1 KiB", stateLocked)
 			}
 		})
 	}
