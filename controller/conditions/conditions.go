@@ -21,6 +21,8 @@ const (
 	StateReadable = "StateReadable"
 	// RestoreJobSucceeded reports the newest restore of a state backup.
 	RestoreJobSucceeded = "RestoreJobSucceeded"
+	// RunnerRBACReady reports whether the Jobs' ServiceAccount may run them.
+	RunnerRBACReady = "RunnerRBACReady"
 	// Ready summarises the others.
 	Ready = "Ready"
 )
@@ -56,6 +58,17 @@ const (
 	ReasonRestoreFailed        = "RestoreFailed"
 	ReasonRestoreBackupMissing = "RestoreBackupNotFound"
 	ReasonReady                = "Ready"
+	// ReasonJobNameTaken: a Job of the decided name exists that the object does not control.
+	ReasonJobNameTaken = "JobNameTaken"
+	// ReasonStateLost: the state is missing although an apply once succeeded (captf.io/applied).
+	ReasonStateLost = "StateLost"
+	// ReasonServiceAccountNotOptedIn: spec.jobs.serviceAccountName names a ServiceAccount that
+	// does not exist or does not carry captf.io/runner=true.
+	ReasonServiceAccountNotOptedIn = "ServiceAccountNotOptedIn"
+	// ReasonDurableInputsMissing: an op that runs from the durable inputs finds none.
+	ReasonDurableInputsMissing = "DurableInputsMissing"
+	// ReasonRunnerReady: the Jobs' ServiceAccount may run them.
+	ReasonRunnerReady = "RunnerReady"
 )
 
 // Set writes a condition; its transition time moves only when its status changes.
@@ -76,14 +89,18 @@ func IsTrue(conds []metav1.Condition, conditionType string) bool {
 	return apimeta.IsStatusConditionTrue(conds, conditionType)
 }
 
-// SetReady summarises: False when an apply failed or the state cannot be read, True when the
+// SetReady summarises: False when an apply failed, the state cannot be read or no Job may run
+// under the configured ServiceAccount, True when the
 // newest apply succeeded, Unknown otherwise. Waits are Unknown, so they never make Ready False.
 func SetReady(conds *[]metav1.Condition, generation int64, now time.Time) {
 	apply := Get(*conds, ApplyJobSucceeded)
 	stateCond := Get(*conds, StateReadable)
+	runner := Get(*conds, RunnerRBACReady)
 	switch {
 	case stateCond != nil && stateCond.Status == metav1.ConditionFalse:
 		Set(conds, Ready, metav1.ConditionFalse, stateCond.Reason, stateCond.Message, generation, now)
+	case runner != nil && runner.Status == metav1.ConditionFalse:
+		Set(conds, Ready, metav1.ConditionFalse, runner.Reason, runner.Message, generation, now)
 	case apply == nil:
 		Set(conds, Ready, metav1.ConditionUnknown, ReasonNoApplyYet, "no apply has finished yet", generation, now)
 	case apply.Status == metav1.ConditionTrue:

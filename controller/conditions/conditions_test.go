@@ -30,6 +30,10 @@ func TestSetReady(t *testing.T) {
 			Set(c, ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, now)
 			Set(c, StateReadable, metav1.ConditionFalse, ReasonStateCorrupt, "bad", 1, now)
 		}, metav1.ConditionFalse, ReasonStateCorrupt},
+		{"a ServiceAccount not opted in is not Ready even after a good apply", func(c *[]metav1.Condition) {
+			Set(c, ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, now)
+			Set(c, RunnerRBACReady, metav1.ConditionFalse, ReasonServiceAccountNotOptedIn, "no label", 1, now)
+		}, metav1.ConditionFalse, ReasonServiceAccountNotOptedIn},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			var conds []metav1.Condition

@@ -245,6 +245,9 @@ func TestRemediationStopsAtTheCapAndResumesAfterADriftCheck(t *testing.T) {
 		if jobs.OpOf(&remediation) != jobs.OpApply || remediation.Annotations[jobs.AnnotationDriftRemediation] != "true" {
 			t.Fatalf("remediation %d: %s %v", i, remediation.Name, remediation.Annotations)
 		}
+		// A run takes time: it fails after the second its drift check finished in (seed 001
+		// counts failures strictly after the check).
+		h.clock.SetTime(h.clock.Now().Add(time.Second))
 		h.finish(remediation, jobs.OutcomeFailed, nil)
 		h.settle(tc)
 		h.clock.SetTime(h.clock.Now().Add(11 * time.Minute))

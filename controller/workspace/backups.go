@@ -2,6 +2,8 @@ package workspace
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"sort"
 	"strconv"
@@ -26,6 +28,7 @@ const (
 	AnnotationBackupTakenAt    = "captf.io/state-backup-taken-at"
 	AnnotationBackupResources  = "captf.io/state-backup-resources"
 	AnnotationBackupSourceJob  = "captf.io/state-backup-source-job"
+	AnnotationBackupDigest     = "captf.io/state-backup-digest"
 	defaultStateBackupsToKeep  = 5
 	backupNamePrefix           = "captf-state-backup-"
 	restoreRootModule          = `{"terraform":{"backend":{"kubernetes":{}}}}`
@@ -76,6 +79,7 @@ func (p *pass) backupState(ctx context.Context, st state.State, stateSecret *cor
 				AnnotationBackupLineage:    st.Lineage,
 				AnnotationBackupTakenAt:    p.now.UTC().Format(time.RFC3339),
 				AnnotationBackupResources:  strconv.Itoa(st.Resources),
+				AnnotationBackupDigest:     backupDigest(stateSecret.Data[jobspec.BackupStateKey]),
 				state.InputsHashAnnotation: st.InputsHash,
 			},
 			OwnerReferences: []metav1.OwnerReference{p.ownerRef(false)},
@@ -90,6 +94,39 @@ func (p *pass) backupState(ctx context.Context, st state.State, stateSecret *cor
 	return p.pruneBackups(ctx, suffix)
 }
 
+// backupDigest is the digest a backup records of the state bytes it copied.
+func backupDigest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// backupProblem says why a Secret of a backup's name is not a backup this controller took of
+// this object's state, or "" when it is: anyone who may create Secrets can plant one under the
+// name, and restoring it would replace the state with theirs.
+func backupProblem(backup *corev1.Secret, obj client.Object, suffix string) string {
+	switch {
+	case backup.Labels[LabelStateBackup] != "true" || backup.Labels[LabelStateBackupSuffix] != suffix:
+		return backup.Name + " is not labeled as a state backup of this object"
+	case !ownedByObject(backup, obj):
+		return backup.Name + " is not owned by this object"
+	case backup.Annotations[AnnotationBackupDigest] == "":
+		return backup.Name + " records no digest of its state"
+	case backup.Annotations[AnnotationBackupDigest] != backupDigest(backup.Data[jobspec.BackupStateKey]):
+		return backup.Name + " does not match the digest it recorded"
+	}
+	return ""
+}
+
+// ownedByObject reports whether any owner reference of o names obj by UID.
+func ownedByObject(o metav1.Object, obj client.Object) bool {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.UID == obj.GetUID() {
+			return true
+		}
+	}
+	return false
+}
+
 // pruneBackups keeps the newest backups; one named by a pending restore is never pruned.
 func (p *pass) pruneBackups(ctx context.Context, suffix string) error {
 	var list corev1.SecretList
@@ -100,6 +137,13 @@ func (p *pass) pruneBackups(ctx context.Context, suffix string) error {
 		n, _ := strconv.ParseInt(s.Annotations[AnnotationBackupSerial], 10, 64)
 		return n
 	}
+	own := list.Items[:0]
+	for _, b := range list.Items {
+		if ownedByObject(&b, p.obj) { // labels alone prove nothing; never prune another's Secret
+			own = append(own, b)
+		}
+	}
+	list.Items = own
 	sort.Slice(list.Items, func(i, j int) bool { return serial(&list.Items[i]) > serial(&list.Items[j]) })
 	pending := p.obj.GetAnnotations()[jobs.AnnotationRestoreState]
 	for i := defaultStateBackupsToKeep; i < len(list.Items); i++ {

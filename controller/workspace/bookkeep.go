@@ -45,11 +45,19 @@ func (p *pass) bookkeep(ctx context.Context) error {
 		if _, done := job.Annotations[jobs.AnnotationBookkept]; done || !jobs.OutcomeOf(job).Finished() {
 			continue
 		}
-		result, err := p.readResult(ctx, job)
+		result, imageID, err := p.readResult(ctx, job)
 		if err != nil {
 			return err
 		}
 		marks := jobs.BookkeepingMarks(job, result)
+		if digest := jobs.DigestOf(imageID); digest != "" {
+			if marks == nil {
+				marks = map[string]string{}
+			}
+			// Kept on the Job: its pod is not read again, and an approved apply runs the digest
+			// its plan ran.
+			marks[jobs.AnnotationImageDigest] = digest
+		}
 		if job.Annotations == nil {
 			job.Annotations = map[string]string{}
 		}
@@ -92,13 +100,14 @@ func (p *pass) bookkeep(ctx context.Context) error {
 }
 
 // readResult reads the runner's result document from the termination message of the Job's
-// newest pod. A missing or unreadable result is no result: the Job's own outcome still holds.
-func (p *pass) readResult(ctx context.Context, job *batchv1.Job) (*jobs.RunnerResult, error) {
-	pods, err := p.podsOf(ctx, job.Name)
+// newest pod, and the image that pod's source container ran. A missing or unreadable result is
+// no result: the Job's own outcome still holds.
+func (p *pass) readResult(ctx context.Context, job *batchv1.Job) (*jobs.RunnerResult, string, error) {
+	pods, err := p.podsOf(ctx, job)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	var message string
+	var message, imageID string
 	var newest *corev1.Pod
 	for i := range pods {
 		if newest == nil || newest.CreationTimestamp.Before(&pods[i].CreationTimestamp) {
@@ -107,20 +116,23 @@ func (p *pass) readResult(ctx context.Context, job *batchv1.Job) (*jobs.RunnerRe
 	}
 	if newest != nil {
 		for _, cs := range newest.Status.ContainerStatuses {
-			if cs.Name == jobspec.SourceContainer && cs.State.Terminated != nil {
-				message = cs.State.Terminated.Message
+			if cs.Name == jobspec.SourceContainer {
+				imageID = cs.ImageID
+				if cs.State.Terminated != nil {
+					message = cs.State.Terminated.Message
+				}
 			}
 		}
 	}
 	if strings.TrimSpace(message) == "" {
-		return nil, nil
+		return nil, imageID, nil
 	}
 	result, err := jobs.ParseRunnerResult([]byte(message))
 	if err != nil {
 		logf.FromContext(ctx).Info("unreadable runner result", "job", job.Name, "error", err.Error())
-		return nil, nil
+		return nil, imageID, nil
 	}
-	return &result, nil
+	return &result, imageID, nil
 }
 
 // record writes a booked Job's result into status and conditions.
@@ -160,6 +172,9 @@ func (p *pass) record(ctx context.Context, b *booked) error {
 			conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionTrue, conditions.ReasonApplySucceeded, message, gen, p.now)
 			status.Initialization = &infrav1.Initialization{Provisioned: ptr.To(true)}
 			if err := p.adoptState(ctx, b.job); err != nil {
+				return err
+			}
+			if err := p.pinSource(ctx, b); err != nil {
 				return err
 			}
 			if err := p.consumeApprovals(ctx, b); err != nil {

@@ -23,6 +23,11 @@ const (
 	EventStateRestored                   = "StateRestored"
 	EventForceUnlocked                   = "ForceUnlocked"
 	EventStateLocked                     = "StateLocked"
+	EventJobNameTaken                    = "JobNameTaken"
+	EventStateLost                       = "StateLost"
+	EventDigestUnknown                   = "DigestUnknown"
+	EventImagePinned                     = "ImagePinned"
+	EventServiceAccountNotOptedIn        = "ServiceAccountNotOptedIn"
 )
 
 // EventDoc describes an event reason for the reference in docs/metrics-events.md.
@@ -56,4 +61,9 @@ var Events = []EventDoc{
 	{EventStateRestored, "Normal", "A restore Job pushed a state backup back."},
 	{EventForceUnlocked, "Warning", "The state lock was left by a finished or vanished pod of the object's own Jobs; the new Job releases it first."},
 	{EventStateLocked, "Warning", "The state lock is held by someone else; the new Job waits lockTimeoutSeconds for it."},
+	{EventJobNameTaken, "Warning", "A Job of the name the controller would create exists and is not controlled by the object; the op waits until it is deleted."},
+	{EventStateLost, "Warning", "The state is missing although an apply once succeeded (captf.io/applied on the durable inputs): nothing is applied and deletion is held until it is restored or abandoned."},
+	{EventDigestUnknown, "Warning", "A refresh, drift, destroy or restore runs the spec's image reference because no digest is pinned yet."},
+	{EventImagePinned, "Normal", "A successful apply pinned the digest its pod ran; later non-apply runs use it."},
+	{EventServiceAccountNotOptedIn, "Warning", "spec.jobs.serviceAccountName names a ServiceAccount that does not exist or lacks the label captf.io/runner=true; no Job starts."},
 }

@@ -48,6 +48,10 @@ type Facts struct {
 	// read found, nil for none.
 	durableRead bool
 	durable     *corev1.Secret
+	// Durable is the durable inputs Secret's metadata, live or cached; DurableExists says
+	// whether one was found.
+	Durable       metav1.ObjectMeta
+	DurableExists bool
 }
 
 // GatherFacts reads what the decision needs about obj: its state, its durable inputs, a
@@ -97,18 +101,23 @@ func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj 
 			return f, fmt.Errorf("reading the durable inputs Secret from the cache: %w", err)
 		}
 		if found {
-			durable = m.ObjectMeta
+			durable, f.DurableExists = m.ObjectMeta, true
 		}
 		f.FromCache = true
 	} else {
 		var secret corev1.Secret
 		switch err := reader.Get(ctx, durableKey, &secret); {
 		case err == nil:
-			f.durable = &secret
+			f.durable, f.DurableExists = &secret, true
 		case !apierrors.IsNotFound(err):
 			return f, fmt.Errorf("reading the durable inputs Secret: %w", err)
 		}
 		durable, f.durableRead = secret.ObjectMeta, true
+	}
+	f.Durable = durable
+	if stateErr == nil && !st.Exists && durable.Annotations[jobs.AnnotationApplied] == "true" {
+		// The marker outlives the state: a missing state after a successful apply is lost, not new.
+		stateErr = state.ErrLost
 	}
 	restore, problem, err := restoreRequest(ctx, reader, obj, suffix)
 	if err != nil {
@@ -159,8 +168,10 @@ func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj 
 	return f, nil
 }
 
-// OwnJobs lists obj's retained Jobs from reader, leaving out those of an earlier object of the
-// same name.
+// OwnJobs lists obj's retained Jobs from reader: those whose controller reference is obj itself.
+// Labels select the candidates but prove nothing, since anyone who may create Jobs can copy them;
+// this also leaves out the Jobs of an earlier object of the same name, and Jobs without a known
+// op label.
 func (r *Reconciler) OwnJobs(ctx context.Context, reader client.Reader, obj client.Object) ([]batchv1.Job, error) {
 	var list batchv1.JobList
 	if err := reader.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels(jobs.OwnerLabels(r.Kind, obj.GetName()))); err != nil {
@@ -168,11 +179,18 @@ func (r *Reconciler) OwnJobs(ctx context.Context, reader client.Reader, obj clie
 	}
 	var own []batchv1.Job
 	for _, j := range list.Items {
-		if ref := metav1.GetControllerOf(&j); ref == nil || ref.UID == obj.GetUID() {
+		// A Job without a known op was not made by the controller, whatever its owner says.
+		if OwnedBy(&j, obj) && jobs.OpOf(&j) != "" {
 			own = append(own, j)
 		}
 	}
 	return own, nil
+}
+
+// OwnedBy reports whether obj is the controller of the Job (or any object).
+func OwnedBy(o metav1.Object, obj client.Object) bool {
+	ref := metav1.GetControllerOf(o)
+	return ref != nil && ref.UID == obj.GetUID() && ref.Name == obj.GetName()
 }
 
 // IsPaused reports whether obj or its Cluster API Cluster is paused.
@@ -202,6 +220,9 @@ func restoreRequest(ctx context.Context, reader client.Reader, obj client.Object
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("reading state backup %s: %w", name, err)
+	}
+	if problem := backupProblem(&backup, obj, suffix); problem != "" {
+		return nil, fmt.Sprintf(restoreReasonBackupMissing, serialText, problem), nil
 	}
 	resources, _ := strconv.Atoi(backup.Annotations[AnnotationBackupResources])
 	return &decide.Restore{Serial: serialText, BackupName: name, InputsHash: backup.Annotations[state.InputsHashAnnotation], Resources: resources}, "", nil

@@ -2,6 +2,8 @@ package workspace_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
@@ -23,6 +25,7 @@ import (
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/inputs"
+	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/controller/metrics"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/controller/terraformcluster"
@@ -54,6 +57,8 @@ type harness struct {
 	recorder *events.FakeRecorder
 	r        *workspace.Reconciler
 	reg      *prometheus.Registry
+	// tagDigest is the digest each tag resolves to now; a test re-pushes a tag by changing it.
+	tagDigest map[string]string
 }
 
 func newHarness(t *testing.T, kind jobs.Kind) *harness {
@@ -74,7 +79,7 @@ func newHarness(t *testing.T, kind jobs.Kind) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{
-		t: t, ctx: ctx, c: c, ns: ns, reg: reg,
+		t: t, ctx: ctx, c: c, ns: ns, reg: reg, tagDigest: map[string]string{},
 		clock:    clocktesting.NewFakePassiveClock(time.Now().Truncate(time.Second)),
 		recorder: events.NewFakeRecorder(100),
 	}
@@ -184,14 +189,17 @@ func (h *harness) finish(job batchv1.Job, outcome jobs.Outcome, result *jobs.Run
 		message = string(b)
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-abcde", Namespace: h.ns, Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
-		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "source", Image: image}}},
+		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-abcde", Namespace: h.ns, Labels: map[string]string{batchv1.JobNameLabel: job.Name},
+			// As the Job controller creates it: the controller trusts only pods its Job owns.
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "source", Image: image}}},
 	}
 	if err := h.c.Create(h.ctx, pod); err != nil {
 		h.t.Fatal(err)
 	}
 	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: "source", Image: image, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: message}},
+		Name: "source", Image: image, ImageID: h.imageID(job),
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: message}},
 	}}}
 	if exit != 0 {
 		pod.Status.Phase = corev1.PodFailed
@@ -220,6 +228,30 @@ func (h *harness) finish(job batchv1.Job, outcome jobs.Outcome, result *jobs.Run
 	if err := h.c.Status().Update(h.ctx, &job); err != nil {
 		h.t.Fatalf("finishing Job %s: %v", job.Name, err)
 	}
+}
+
+// imageID is what a node reports for the Job's source container: the digest its reference
+// names, or the digest the harness's registry has for its tag (h.tagDigest, else one derived from
+// the reference).
+func (h *harness) imageID(job batchv1.Job) string {
+	var ref string
+	for _, c := range job.Spec.Template.Spec.Containers {
+		if c.Name == jobspec.SourceContainer {
+			ref = c.Image
+		}
+	}
+	if d := jobs.DigestOf(ref); d != "" {
+		return ref
+	}
+	digest := h.tagDigest[ref]
+	if digest == "none" {
+		return "local://" + ref
+	}
+	if digest == "" {
+		sum := sha256.Sum256([]byte(ref))
+		digest = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return jobs.Repository(ref) + "@" + digest
 }
 
 // writeState writes a state as the kubernetes backend would after an apply.

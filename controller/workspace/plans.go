@@ -72,6 +72,24 @@ func (p *pass) readDurable(ctx context.Context) (*corev1.Secret, error) {
 	return &secret, nil
 }
 
+// markApplied sets captf.io/applied on the durable inputs Secret, read live. Only the Secret's
+// deletion removes it, so a state that goes missing later reads as lost instead of new.
+func (p *pass) markApplied(ctx context.Context) error {
+	durable, err := p.readDurable(ctx)
+	if err != nil || durable.Name == "" || durable.Annotations[jobs.AnnotationApplied] == "true" {
+		return err
+	}
+	patch := client.MergeFrom(durable.DeepCopy())
+	if durable.Annotations == nil {
+		durable.Annotations = map[string]string{}
+	}
+	durable.Annotations[jobs.AnnotationApplied] = "true"
+	if err := p.r.Client.Patch(ctx, durable, patch); err != nil {
+		return fmt.Errorf("marking the durable inputs applied: %w", err)
+	}
+	return nil
+}
+
 // vanished handles a Job that status.activeJob names and the API server no longer has. An apply
 // of a cluster or pool deleted while it ran may have applied part of its change: confirmed by
 // the live object still naming it, it is recorded on the durable inputs Secret so that an apply

@@ -222,13 +222,21 @@ func (p *pass) isPaused(ctx context.Context) bool {
 	return IsPaused(ctx, p.r.Client, p.obj)
 }
 
-// podsOf lists the pods of a Job from the API server.
-func (p *pass) podsOf(ctx context.Context, job string) ([]corev1.Pod, error) {
+// podsOf lists the pods of a Job from the API server: only those the Job controller created for
+// this very Job (controller reference to its UID), since anyone who may create pods can label
+// one with the Job's name and write the result it likes into its status.
+func (p *pass) podsOf(ctx context.Context, job *batchv1.Job) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := p.r.APIReader.List(ctx, &pods, client.InNamespace(p.obj.GetNamespace()), client.MatchingLabels{batchv1.JobNameLabel: job}); err != nil {
-		return nil, fmt.Errorf("listing the pods of Job %s: %w", job, err)
+	if err := p.r.APIReader.List(ctx, &pods, client.InNamespace(p.obj.GetNamespace()), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return nil, fmt.Errorf("listing the pods of Job %s: %w", job.Name, err)
 	}
-	return pods.Items, nil
+	own := pods.Items[:0]
+	for _, pod := range pods.Items {
+		if ref := metav1.GetControllerOf(&pod); ref != nil && ref.UID == job.UID && ref.Kind == "Job" {
+			own = append(own, pod)
+		}
+	}
+	return own, nil
 }
 
 // SetupWithManager registers the reconciler for its kind, woken by changes of the kind and of

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -69,6 +70,12 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	in, rendered, renderErr := f.Input, f.Rendered, f.RenderErr
 	p.durableRead, p.durable = f.durableRead, f.durable
 	p.stateCondition(in.State, in.StateErr)
+	if in.StateErr == nil && in.State.InputsHash != "" && f.DurableExists && f.Durable.Annotations[jobs.AnnotationApplied] != "true" {
+		// A state that records an inputs hash was applied: mark it, so its loss is noticed.
+		if err := p.markApplied(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if in.StateErr == nil {
 		if err := p.backupState(ctx, in.State, f.StateSecret, f.StateRemembered); err != nil {
 			return ctrl.Result{}, err
@@ -95,7 +102,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		p.waitCondition(d)
 		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 	}
-	return p.start(ctx, d, rendered, in.InterruptedApply)
+	return p.start(ctx, d, rendered, renderErr == nil, in.InterruptedApply)
 }
 
 // decide gathers the facts and decides. Facts partly taken from caches may only confirm that
@@ -144,7 +151,9 @@ func (p *pass) activeJob() *batchv1.Job {
 func (p *pass) watchActive(ctx context.Context, job *batchv1.Job) (ctrl.Result, error) {
 	status := p.status()
 	status.ActiveJob = &infrav1.ActiveJob{
-		Name: job.Name, Operation: infrav1.Operation(jobs.OpOf(job)), Attempt: jobs.AttemptOf(job),
+		// A Job with an attempt label out of range (hand-made) still shows; 0 would fail the
+		// status patch and wedge the object.
+		Name: job.Name, Operation: infrav1.Operation(jobs.OpOf(job)), Attempt: max(jobs.AttemptOf(job), 1),
 		StartTime: ptrTime(job.CreationTimestamp),
 	}
 	if p.now.Sub(job.CreationTimestamp.Time) < StuckAge {
@@ -154,13 +163,28 @@ func (p *pass) watchActive(ctx context.Context, job *batchv1.Job) (ctrl.Result, 
 	if err != nil || !stuck {
 		return ctrl.Result{RequeueAfter: decide.JobActiveRequeue}, err
 	}
+	// The server forgets the Job before it goes: a crash between the two must not leave
+	// status.activeJob naming a Job that is gone, which reads as an apply that vanished while it
+	// ran, when this one never started.
+	status.ActiveJob = nil
+	if err := p.clearActiveJob(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	background := metav1.DeletePropagationBackground
 	if err := p.r.Client.Delete(ctx, job, &client.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &job.UID}}); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("deleting stuck Job %s: %w", job.Name, err)
 	}
-	status.ActiveJob = nil
 	p.event(job, corev1.EventTypeWarning, EventStuckJobDeleted, "Deleted Job %s: its per-run Secret is missing and no pod started within %s", job.Name, StuckAge)
 	return ctrl.Result{Requeue: true}, nil
+}
+
+// clearActiveJob removes status.activeJob on the server at once, ahead of the pass's own patch.
+func (p *pass) clearActiveJob(ctx context.Context) error {
+	obj := p.obj.DeepCopyObject().(client.Object)
+	if err := p.r.Client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(`{"status":{"activeJob":null}}`))); err != nil {
+		return fmt.Errorf("clearing status.activeJob: %w", err)
+	}
+	return nil
 }
 
 func (p *pass) isStuck(ctx context.Context, job *batchv1.Job) (bool, error) {
@@ -172,7 +196,7 @@ func (p *pass) isStuck(ctx context.Context, job *batchv1.Job) (bool, error) {
 	case !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("reading the per-run Secret of %s: %w", job.Name, err)
 	}
-	pods, err := p.podsOf(ctx, job.Name)
+	pods, err := p.podsOf(ctx, job)
 	if err != nil {
 		return false, err
 	}
@@ -198,6 +222,12 @@ func (p *pass) stateCondition(st state.State, stateErr error) {
 			reason = conditions.ReasonStateEncrypted
 		case errors.Is(stateErr, state.ErrUnsupportedVersion):
 			reason = conditions.ReasonStateUnsupported
+		case errors.Is(stateErr, state.ErrLost):
+			reason = conditions.ReasonStateLost
+			if c := conditions.Get(status.Conditions, conditions.StateReadable); c == nil || c.Reason != reason {
+				p.event(nil, corev1.EventTypeWarning, EventStateLost, "State Secret %s is missing although an apply succeeded before (%s on %s): nothing is applied and deletion is held; restore a backup (%s) or delete %s to start over",
+					state.SecretName(p.stateSuffix()), jobs.AnnotationApplied, jobs.InputsSecretName(p.r.Kind, p.obj.GetName()), jobs.AnnotationRestoreState, jobs.InputsSecretName(p.r.Kind, p.obj.GetName()))
+			}
 		}
 		conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionFalse, reason, stateErr.Error(), gen, p.now)
 		conditions.SetReady(&status.Conditions, gen, p.now)

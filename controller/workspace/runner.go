@@ -3,6 +3,7 @@ package workspace
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/jobs"
 )
@@ -18,6 +20,49 @@ import (
 // RunnerClusterRole is the ClusterRole the controller binds to the runner ServiceAccount of
 // each namespace it runs Jobs in (shipped in artifacts/controller/rbac.yaml).
 const RunnerClusterRole = "captf-runner"
+
+// LabelRunner opts a ServiceAccount in as the identity of an object's Jobs
+// (spec.jobs.serviceAccountName); its value must be "true".
+const LabelRunner = "captf.io/runner"
+
+// GateRequeue is how soon a pass looks again at a gate a person must open, such as a
+// ServiceAccount not yet opted in: the controller does not watch what they change.
+const GateRequeue = 30 * time.Second
+
+// runnerServiceAccountReady checks an override ServiceAccount: it is used only when it exists
+// and carries captf.io/runner=true. Otherwise anyone who may edit the object could run any image
+// under any identity of the namespace. ready is false when no Job may start; the condition says
+// why.
+func (p *pass) runnerServiceAccountReady(ctx context.Context) (bool, error) {
+	name := p.obj.WorkspaceSpec().Jobs.ServiceAccountName
+	if name == "" {
+		return true, nil
+	}
+	var sa corev1.ServiceAccount
+	err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: name}, &sa)
+	var problem string
+	switch {
+	case apierrors.IsNotFound(err):
+		problem = fmt.Sprintf("ServiceAccount %s (spec.jobs.serviceAccountName) does not exist", name)
+	case err != nil:
+		return false, fmt.Errorf("reading the runner ServiceAccount %s: %w", name, err)
+	case sa.Labels[LabelRunner] != "true":
+		problem = fmt.Sprintf("ServiceAccount %s (spec.jobs.serviceAccountName) does not carry the label %s=true that lets captf run Jobs under it", name, LabelRunner)
+	}
+	conds := &p.status().Conditions
+	gen := p.obj.GetGeneration()
+	if problem != "" {
+		if c := conditions.Get(*conds, conditions.RunnerRBACReady); c == nil || c.Status != metav1.ConditionFalse || c.Message != problem {
+			p.event(nil, corev1.EventTypeWarning, EventServiceAccountNotOptedIn, "%s; no Job starts", problem)
+		}
+		conditions.Set(conds, conditions.RunnerRBACReady, metav1.ConditionFalse, conditions.ReasonServiceAccountNotOptedIn, problem, gen, p.now)
+		conditions.SetReady(conds, gen, p.now)
+		return false, nil
+	}
+	conditions.Set(conds, conditions.RunnerRBACReady, metav1.ConditionTrue, conditions.ReasonRunnerReady, "Jobs run under ServiceAccount "+name, gen, p.now)
+	conditions.SetReady(conds, gen, p.now)
+	return true, nil
+}
 
 // ensureRunnerIdentity makes sure the default runner ServiceAccount exists in the object's
 // namespace and may keep the state there. An override ServiceAccount is the user's to set up.

@@ -2,7 +2,9 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,14 +27,25 @@ import (
 // two steps: the run Lease (its holder is the Job about to be created), the durable inputs
 // (apply), the Job, its per-run Secret, then status.activeJob. A repeated pass computes the same
 // name and adopts whatever the crashed pass left.
-func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Rendered, interruptedApply string) (ctrl.Result, error) {
+func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Rendered, renderable bool, interruptedApply string) (ctrl.Result, error) {
 	status := p.status()
 	spec := p.obj.WorkspaceSpec()
+	src, err := p.chooseSource(ctx, d, rendered, renderable)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if src.missing != "" {
+		p.setCondition(d.Op, metav1.ConditionFalse, conditions.ReasonDurableInputsMissing, src.missing)
+		return ctrl.Result{RequeueAfter: decide.InputsRequeue}, nil
+	}
 	attempt := jobs.NextAttempt(p.jobs, d.Op)
 	hash, tick := jobs.HashAndTick(d.Op, d.Names)
 	name, err := jobs.JobName(jobs.NameInputs{Kind: p.r.Kind, Name: p.obj.GetName(), Op: d.Op, Attempt: attempt, InputsHash: hash, Tick: tick})
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if ready, err := p.runnerServiceAccountReady(ctx); err != nil || !ready {
+		return ctrl.Result{RequeueAfter: GateRequeue}, err
 	}
 	deadline := ptr.Deref(spec.Jobs.ActiveDeadlineSeconds, jobspec.DefaultActiveDeadlineSeconds)
 	leaseReq := lease.Request{
@@ -99,22 +112,27 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		annotations[jobs.AnnotationApprovedPlan] = d.ExpectPlan
 		args = append(args, "--expect-plan="+d.ExpectPlan)
 	}
-	data := rendered.Data()
+	data := src.data
 	var restoreBackup string
 	if d.Op == jobs.OpRestore {
 		annotations[jobs.AnnotationRestoreSerial] = d.RestoreSerial
-		restoreBackup, data = d.Names.BackupName, restoreData()
+		restoreBackup = d.Names.BackupName
 		args = append(args, "--restore-chunks=1", fmt.Sprintf("--restore-resources=%d", d.RestoreResources))
 	}
+	source := spec.Source
+	source.Image = src.image
 	job := jobspec.Build(jobspec.Params{
 		Kind: p.r.Kind, Namespace: p.obj.GetNamespace(), ObjectName: p.obj.GetName(),
 		ClusterName: p.obj.GetLabels()[jobs.LabelClusterName], Owner: p.ownerRef(true),
 		Name: name, Op: d.Op, Attempt: attempt, InputsHash: hash,
-		Policy: spec.Jobs, Source: spec.Source, RunnerImage: p.r.RunnerImage,
+		Policy: spec.Jobs, Source: source, RunnerImage: p.r.RunnerImage,
 		StateSuffix: p.stateSuffix(), Annotations: annotations, RunnerArgs: args, PlanKeySecret: planKey,
 		RestoreBackup: restoreBackup,
 	})
 	created, err := p.createJob(ctx, job, leaseReq)
+	if errors.Is(err, errJobNameTaken) {
+		return ctrl.Result{RequeueAfter: NameTakenRequeue}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -130,6 +148,9 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		p.event(created, corev1.EventTypeWarning, EventEnvDropped, "Left out environment variables the runner controls: %v", dropped)
 	}
 	p.event(created, corev1.EventTypeNormal, EventJobCreated, "Started %s Job %s, attempt %d (%s)", d.Op, created.Name, attempt, d.Reason)
+	if src.digestUnknown {
+		p.event(created, corev1.EventTypeWarning, EventDigestUnknown, "Job %s runs %s as written: no digest is pinned for it yet", created.Name, src.image)
+	}
 	switch {
 	case lock.staleID != "":
 		p.r.Metrics.ForceUnlocks.WithLabelValues(string(p.r.Kind)).Inc()
@@ -148,6 +169,12 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	return ctrl.Result{RequeueAfter: decide.JobActiveRequeue}, nil
 }
 
+// errJobNameTaken says that a Job of the decided name exists and is not the object's.
+var errJobNameTaken = errors.New("the Job name is taken by a Job this object does not control")
+
+// NameTakenRequeue is how soon a pass looks again at a Job name someone else's Job holds.
+const NameTakenRequeue = time.Minute
+
 // createJob creates the Job, or adopts the one a repeated pass finds under the same name. A
 // create the API server rejected proves no Job exists, so the Lease is given back; a timeout or
 // server error proves nothing, and the Lease is kept for the retry.
@@ -160,6 +187,17 @@ func (p *pass) createJob(ctx context.Context, job *batchv1.Job, leaseReq lease.R
 		var existing batchv1.Job
 		if err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), &existing); err != nil {
 			return nil, fmt.Errorf("reading the existing Job %s: %w", job.Name, err)
+		}
+		if !OwnedBy(&existing, p.obj) {
+			// Someone else's Job holds the name: adopting it would run, book and trust a Job
+			// that is not ours. The name is deterministic, so the op waits until it is gone.
+			if releaseErr := lease.Release(ctx, p.r.Client, leaseReq.Namespace, leaseReq.Name, leaseReq.Job); releaseErr != nil {
+				return nil, fmt.Errorf("giving back the Lease after a name conflict on Job %s: %w", job.Name, releaseErr)
+			}
+			msg := fmt.Sprintf("Job %s exists and is not controlled by this object; delete it so the %s can start", job.Name, jobs.OpOf(job))
+			p.setCondition(jobs.OpOf(job), metav1.ConditionFalse, conditions.ReasonJobNameTaken, msg)
+			p.event(nil, corev1.EventTypeWarning, EventJobNameTaken, "%s", msg)
+			return nil, errJobNameTaken
 		}
 		return &existing, nil
 	case rejected(err):
@@ -248,7 +286,7 @@ func (p *pass) writeDurableInputs(ctx context.Context, rendered inputs.Rendered)
 			},
 			Data: rendered.Data(),
 		}
-		secret.Annotations["captf.io/image"] = p.obj.WorkspaceSpec().Source.Image
+		secret.Annotations[jobs.AnnotationImage] = p.obj.WorkspaceSpec().Source.Image
 		if err := p.r.Client.Create(ctx, &secret); err != nil {
 			return fmt.Errorf("creating the durable inputs Secret: %w", err)
 		}
@@ -256,14 +294,20 @@ func (p *pass) writeDurableInputs(ctx context.Context, rendered inputs.Rendered)
 	case err != nil:
 		return fmt.Errorf("reading the durable inputs Secret: %w", err)
 	}
-	if string(secret.Data[inputs.MainFile]) == string(rendered.Main) && string(secret.Data[inputs.VarsFile]) == string(rendered.Vars) {
+	image := p.obj.WorkspaceSpec().Source.Image
+	if string(secret.Data[inputs.MainFile]) == string(rendered.Main) && string(secret.Data[inputs.VarsFile]) == string(rendered.Vars) &&
+		secret.Annotations[jobs.AnnotationImage] == image {
 		return nil
 	}
 	secret.Data = rendered.Data()
 	if secret.Annotations == nil {
 		secret.Annotations = map[string]string{}
 	}
-	secret.Annotations["captf.io/image"] = p.obj.WorkspaceSpec().Source.Image
+	if secret.Annotations[jobs.AnnotationImage] != image {
+		// A digest pins the image it was pulled for; the next successful apply pins again.
+		delete(secret.Annotations, jobs.AnnotationImageDigest)
+	}
+	secret.Annotations[jobs.AnnotationImage] = image
 	if err := p.r.Client.Update(ctx, &secret); err != nil {
 		return fmt.Errorf("updating the durable inputs Secret: %w", err)
 	}
@@ -280,7 +324,7 @@ func (p *pass) holder(ctx context.Context, name string) (lease.Holder, error) {
 	if err != nil {
 		return lease.Holder{}, err
 	}
-	pods, err := p.podsOf(ctx, name)
+	pods, err := p.podsOf(ctx, &job)
 	if err != nil {
 		return lease.Holder{}, err
 	}

@@ -162,6 +162,23 @@ type WorkspaceStatus struct {
 	// observedStateSerial is the newest state serial the controller backed up.
 	// +optional
 	ObservedStateSerial int64 `json:"observedStateSerial,omitempty"`
+
+	// source is the module image the newest successful apply ran, pinned by digest: refresh,
+	// drift, destroy and restore run this digest, not the tag. Empty until an apply whose pod
+	// reported a digest succeeds.
+	// +optional
+	Source *SourceStatus `json:"source,omitempty"`
+}
+
+// SourceStatus is a module image pinned by digest.
+type SourceStatus struct {
+	// image is the reference the apply was started with, as written in the spec.
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+	// digest is the digest its pod ran (sha256:<64 hex>).
+	// +optional
+	// +kubebuilder:validation:MaxLength=71
+	Digest string `json:"digest,omitempty"`
 }
 
 // Initialization is the CAPI v1beta2 initialization status.

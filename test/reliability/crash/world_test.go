@@ -30,7 +30,6 @@ import (
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/metrics"
-	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/controller/terraformcluster"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
@@ -190,22 +189,7 @@ func (w *world) finishActive(name string, pSuccess float64) {
 func (w *world) writeState(name string) {
 	w.t.Helper()
 	w.serial[name]++
-	doc := fmt.Sprintf(`{"version":4,"serial":%d,"lineage":"l","resources":[{"mode":"managed","type":"terraform_data","name":"r","instances":[{"attributes":{}}]}]}`, w.serial[name])
-	data, err := state.Compress([]byte(doc))
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	key := client.ObjectKey{Namespace: w.ns, Name: state.SecretName(jobs.StateSecretSuffix(w.ns, jobs.KindCluster, name))}
-	var s corev1.Secret
-	if err := w.c.Get(w.ctx, key, &s); err == nil {
-		s.Data = map[string][]byte{"tfstate": data}
-		if err := w.c.Update(w.ctx, &s); err != nil {
-			w.t.Fatal(err)
-		}
-		return
-	}
-	s = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: w.ns}, Data: map[string][]byte{"tfstate": data}}
-	if err := w.c.Create(w.ctx, &s); err != nil {
+	if err := rel.WriteState(w.ctx, w.c, w.ns, jobs.KindCluster, name, w.serial[name]); err != nil {
 		w.t.Fatal(err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
 )
 
@@ -329,8 +330,10 @@ func Finish(ctx context.Context, c client.Client, job batchv1.Job, succeeded boo
 		exit = 1
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-abcde", Namespace: job.Namespace, Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
-		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "source", Image: "registry.example/m:v1"}}},
+		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-abcde", Namespace: job.Namespace, Labels: map[string]string{batchv1.JobNameLabel: job.Name},
+			// As the Job controller creates it: the controller trusts only pods its Job owns.
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "source", Image: "registry.example/m:v1"}}},
 	}
 	if err := c.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
@@ -392,4 +395,22 @@ func Poll(timeout time.Duration, f func() (bool, error)) error {
 			delay *= 2
 		}
 	}
+}
+
+// WriteState writes a state of serial with one resource into the object's state Secret, as the
+// kubernetes backend does after an apply.
+func WriteState(ctx context.Context, c client.Client, namespace string, kind jobs.Kind, name string, serial int64) error {
+	doc := fmt.Sprintf(`{"version":4,"serial":%d,"lineage":"l","resources":[{"mode":"managed","type":"terraform_data","name":"r","instances":[{"attributes":{}}]}]}`, serial)
+	data, err := state.Compress([]byte(doc))
+	if err != nil {
+		return err
+	}
+	key := client.ObjectKey{Namespace: namespace, Name: state.SecretName(jobs.StateSecretSuffix(namespace, kind, name))}
+	var s corev1.Secret
+	if err := c.Get(ctx, key, &s); err == nil {
+		s.Data = map[string][]byte{"tfstate": data}
+		return c.Update(ctx, &s)
+	}
+	s = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: namespace}, Data: map[string][]byte{"tfstate": data}}
+	return c.Create(ctx, &s)
 }

@@ -1,0 +1,366 @@
+package workspace_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/conditions"
+	"github.com/captf/captf/controller/jobspec"
+	"github.com/captf/captf/controller/workspace"
+	"github.com/captf/captf/jobs"
+)
+
+// forgedJob creates a Job that carries the object's run labels but no controller reference to
+// it, as anyone who may create Jobs in the namespace can; finished with outcome unless Running.
+func (h *harness) forgedJob(name string, op jobs.Op, attempt int32, outcome jobs.Outcome) batchv1.Job {
+	h.t.Helper()
+	job := batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns, Labels: jobs.Labels(jobs.KindCluster, "web", "web", op, attempt)},
+		Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "x", Image: image}},
+		}}},
+	}
+	if err := h.c.Create(h.ctx, &job); err != nil {
+		h.t.Fatalf("creating the forged Job: %v", err)
+	}
+	if outcome != jobs.OutcomeRunning {
+		now := metav1.NewTime(h.clock.Now())
+		job.Status.StartTime = &now
+		job.Status.Failed = 1
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+		}
+		if err := h.c.Status().Update(h.ctx, &job); err != nil {
+			h.t.Fatalf("failing the forged Job: %v", err)
+		}
+	}
+	return job
+}
+
+func TestOnlyJobsTheObjectControlsCount(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.provisioned(nil)
+	// A failed apply with a forged attempt label: counted, it would start a retry (LastApplyFailed)
+	// named after an attempt that can never be created.
+	forged := h.forgedJob("forged-apply", jobs.OpApply, 2147483647, jobs.OutcomeFailed)
+	h.events()
+	h.settle(tc)
+
+	for _, j := range h.jobs(jobs.KindCluster, "web") {
+		if j.Name != forged.Name && !jobs.OutcomeOf(&j).Finished() {
+			t.Fatalf("the forged failure started Job %s", j.Name)
+		}
+	}
+	var cur batchv1.Job
+	if err := h.c.Get(h.ctx, client.ObjectKeyFromObject(&forged), &cur); err != nil {
+		t.Fatal(err)
+	}
+	if _, booked := cur.Annotations[jobs.AnnotationBookkept]; booked {
+		t.Error("the forged Job was booked")
+	}
+	h.get(tc)
+	if !conditions.IsTrue(tc.Status.Conditions, conditions.ApplyJobSucceeded) || tc.Status.LastRun.Job == forged.Name {
+		t.Errorf("the forged Job changed the status: %+v", tc.Status)
+	}
+	if ev := h.events(); countPrefix(ev, "Warning JobFailed") != 0 {
+		t.Errorf("events = %v", ev)
+	}
+}
+
+func TestAJobNameTakenBySomeoneElseIsNotAdopted(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web")
+	name, err := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: "web", Op: jobs.OpApply, Attempt: 1, InputsHash: renderedHash(t, `{"region":"eu"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := h.forgedJob(name, jobs.OpApply, 1, jobs.OutcomeRunning)
+	h.settle(tc)
+
+	h.get(tc)
+	c := conditions.Get(tc.Status.Conditions, conditions.ApplyJobSucceeded)
+	if c == nil || c.Reason != conditions.ReasonJobNameTaken || tc.Status.ActiveJob != nil {
+		t.Fatalf("status = %+v, want ApplyJobSucceeded %s and no active Job", tc.Status, conditions.ReasonJobNameTaken)
+	}
+	if h.secret(jobs.RunSecretName(forged.Name)) != nil {
+		t.Error("a per-run Secret was created for someone else's Job")
+	}
+	if l := h.runLease(jobs.KindCluster, "web"); l != nil && ptr.Deref(l.Spec.HolderIdentity, "") != "" {
+		t.Errorf("the run Lease is still held by %q", ptr.Deref(l.Spec.HolderIdentity, ""))
+	}
+	if ev := h.events(); countPrefix(ev, "Warning JobNameTaken") != 1 {
+		t.Errorf("events = %v", ev)
+	}
+}
+
+func TestResultIsReadOnlyFromAPodTheJobOwns(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web")
+	h.settle(tc)
+	job := h.runningJob(jobs.KindCluster, "web")
+	// A pod of the Job's name but not the Job's, with a result of its choosing.
+	forgedResult, err := jobs.EncodeRunnerResult(jobs.RunnerResult{Version: jobs.RunnerResultVersion, Op: jobs.OpApply,
+		Error: &jobs.RunnerError{Kind: jobs.ErrorKindStep, Step: "apply", Tail: "FORGED"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-zzzzz", Namespace: h.ns, Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
+		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "source", Image: image}}},
+	}
+	if err := h.c.Create(h.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "source", Image: image, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: string(forgedResult)}},
+	}}}
+	if err := h.c.Status().Update(h.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	// The Job fails without a pod of its own having reported anything.
+	now := metav1.NewTime(h.clock.Now())
+	job.Status.StartTime, job.Status.Failed = &now, 1
+	job.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+	}
+	if err := h.c.Status().Update(h.ctx, &job); err != nil {
+		t.Fatal(err)
+	}
+	h.settle(tc)
+	h.get(tc)
+	if tc.Status.LastRun == nil || tc.Status.LastRun.Job != job.Name {
+		t.Fatalf("the Job was not booked: %+v", tc.Status.LastRun)
+	}
+	if e := tc.Status.LastRun.Error; e != nil && e.Summary == "FORGED" {
+		t.Fatalf("the result came from a pod the Job does not own: %+v", e)
+	}
+}
+
+func TestMissingStateAfterASuccessfulApplyIsLost(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.provisioned(nil)
+	durable := h.secret(jobs.InputsSecretName(jobs.KindCluster, "web"))
+	if durable == nil || durable.Annotations[jobs.AnnotationApplied] != "true" {
+		t.Fatalf("the durable inputs carry no %s after a successful apply: %v", jobs.AnnotationApplied, durable)
+	}
+	if err := h.c.Delete(h.ctx, h.stateSecret(jobs.KindCluster, "web")); err != nil {
+		t.Fatal(err)
+	}
+	h.events()
+	h.settle(tc)
+	h.settle(tc)
+
+	if n := len(h.jobs(jobs.KindCluster, "web")); n != 1 {
+		t.Fatalf("%d Jobs: a lost state must not be applied again", n)
+	}
+	h.get(tc)
+	if c := conditions.Get(tc.Status.Conditions, conditions.StateReadable); c == nil || c.Status != metav1.ConditionFalse || c.Reason != conditions.ReasonStateLost {
+		t.Fatalf("StateReadable = %+v, want False/%s", c, conditions.ReasonStateLost)
+	}
+	if ev := h.events(); countPrefix(ev, "Warning StateLost") != 1 {
+		t.Errorf("events = %v, want one StateLost", ev)
+	}
+
+	// Deletion is held: no destroy, the finalizer stays.
+	if err := h.c.Delete(h.ctx, tc); err != nil {
+		t.Fatal(err)
+	}
+	h.settle(tc)
+	h.get(tc)
+	if len(tc.Finalizers) == 0 {
+		t.Fatal("the deletion of an object with a lost state was not held")
+	}
+	for _, j := range h.jobs(jobs.KindCluster, "web") {
+		if jobs.OpOf(&j) == jobs.OpDestroy {
+			t.Fatalf("a destroy started on a lost state: %s", j.Name)
+		}
+	}
+}
+
+func TestTheAppliedMarkerGoesOnlyWithTheDurableSecret(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.provisioned(nil)
+	// Taken off by hand, it comes back: the state records an inputs hash, so it was applied.
+	durable := h.secret(jobs.InputsSecretName(jobs.KindCluster, "web"))
+	delete(durable.Annotations, jobs.AnnotationApplied)
+	if err := h.c.Update(h.ctx, durable); err != nil {
+		t.Fatal(err)
+	}
+	h.settle(tc)
+	if d := h.secret(jobs.InputsSecretName(jobs.KindCluster, "web")); d.Annotations[jobs.AnnotationApplied] != "true" {
+		t.Fatalf("reading a state with an inputs hash did not mark the durable inputs: %v", d.Annotations)
+	}
+	// Deleting the Secret with the state starts over: no state is new state.
+	if err := h.c.Delete(h.ctx, h.stateSecret(jobs.KindCluster, "web")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Delete(h.ctx, h.secret(jobs.InputsSecretName(jobs.KindCluster, "web"))); err != nil {
+		t.Fatal(err)
+	}
+	h.settle(tc)
+	running := h.runningJob(jobs.KindCluster, "web")
+	if jobs.OpOf(&running) != jobs.OpApply {
+		t.Fatalf("op %s, want a new apply", jobs.OpOf(&running))
+	}
+}
+
+func TestStuckJobDeletionForgetsTheJobFirst(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web")
+	h.settle(tc)
+	job := h.runningJob(jobs.KindCluster, "web")
+	if err := h.c.Delete(h.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: jobs.RunSecretName(job.Name)}}); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.SetTime(job.CreationTimestamp.Add(workspace.StuckAge + time.Second))
+
+	// The pass dies right after deleting the Job.
+	crashed := errors.New("crashed after the delete")
+	crashing := *h.r
+	crashing.Client = crashAfterJobDelete{Client: h.c, err: crashed}
+	if _, err := crashing.Reconcile(h.ctx, requestFor(tc)); !errors.Is(err, crashed) {
+		t.Fatalf("the pass did not reach the Job's deletion: %v", err)
+	}
+	h.get(tc)
+	if tc.Status.ActiveJob != nil {
+		t.Fatalf("status.activeJob still names %s after its deletion", tc.Status.ActiveJob.Name)
+	}
+	h.events()
+	h.settle(tc)
+	if d := h.secret(jobs.InputsSecretName(jobs.KindCluster, "web")); d != nil && d.Annotations[jobs.AnnotationInterruptedApply] != "" {
+		t.Fatalf("a stuck Job that never started was recorded as an interrupted apply: %v", d.Annotations)
+	}
+	if ev := h.events(); countPrefix(ev, "Warning JobInterrupted") != 0 {
+		t.Errorf("events = %v", ev)
+	}
+}
+
+// crashAfterJobDelete deletes a Job and then fails, as a process that dies right after.
+type crashAfterJobDelete struct {
+	client.Client
+	err error
+}
+
+func (c crashAfterJobDelete) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	if err := c.Client.Delete(ctx, obj, opts...); err != nil {
+		return err
+	}
+	if _, ok := obj.(*batchv1.Job); ok {
+		return c.err
+	}
+	return nil
+}
+
+func TestStuckJobIsDeletedWhilePaused(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web")
+	h.settle(tc)
+	job := h.runningJob(jobs.KindCluster, "web")
+	if err := h.c.Delete(h.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: jobs.RunSecretName(job.Name)}}); err != nil {
+		t.Fatal(err)
+	}
+	h.get(tc)
+	tc.Annotations = map[string]string{workspace.PausedAnnotation: "true"}
+	if err := h.c.Update(h.ctx, tc); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.SetTime(job.CreationTimestamp.Add(workspace.StuckAge + time.Second))
+	h.settle(tc)
+	var gone batchv1.Job
+	if err := h.c.Get(h.ctx, client.ObjectKeyFromObject(&job), &gone); err == nil && gone.DeletionTimestamp == nil {
+		t.Fatal("a stuck Job of a paused object was not deleted")
+	}
+	if n := len(h.jobs(jobs.KindCluster, "web")); n > 1 {
+		t.Fatalf("a paused object started a Job (%d Jobs)", n)
+	}
+}
+
+func TestAServiceAccountOverrideMustOptIn(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web", func(c *infrav1.TerraformCluster) { c.Spec.Jobs.ServiceAccountName = "deployer" })
+	notOptedIn := func(step string) {
+		t.Helper()
+		h.settle(tc)
+		if n := len(h.jobs(jobs.KindCluster, "web")); n != 0 {
+			t.Fatalf("%s: %d Jobs started under a ServiceAccount that did not opt in", step, n)
+		}
+		h.get(tc)
+		if c := conditions.Get(tc.Status.Conditions, conditions.RunnerRBACReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != conditions.ReasonServiceAccountNotOptedIn {
+			t.Fatalf("%s: RunnerRBACReady = %+v", step, c)
+		}
+	}
+	notOptedIn("missing")
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: h.ns}}
+	if err := h.c.Create(h.ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	notOptedIn("unlabeled")
+	sa.Labels = map[string]string{workspace.LabelRunner: "yes"}
+	if err := h.c.Update(h.ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	notOptedIn("labeled other than true")
+
+	sa.Labels[workspace.LabelRunner] = "true"
+	if err := h.c.Update(h.ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	h.settle(tc)
+	job := h.runningJob(jobs.KindCluster, "web")
+	if job.Spec.Template.Spec.ServiceAccountName != "deployer" {
+		t.Fatalf("the Job runs under %q", job.Spec.Template.Spec.ServiceAccountName)
+	}
+	h.get(tc)
+	if !conditions.IsTrue(tc.Status.Conditions, conditions.RunnerRBACReady) {
+		t.Fatalf("RunnerRBACReady = %+v", conditions.Get(tc.Status.Conditions, conditions.RunnerRBACReady))
+	}
+}
+
+func TestRestoreReadsOnlyBackupsTheControllerTook(t *testing.T) {
+	for _, tc := range []struct {
+		rule   string
+		tamper func(backup *corev1.Secret)
+	}{
+		{"a planted Secret of the backup's name is no backup", func(b *corev1.Secret) {
+			b.Labels, b.OwnerReferences = nil, nil
+		}},
+		{"a backup not owned by the object is no backup", func(b *corev1.Secret) { b.OwnerReferences = nil }},
+		{"a backup whose state no longer matches its digest is no backup", func(b *corev1.Secret) {
+			b.Data[jobspec.BackupStateKey] = append(b.Data[jobspec.BackupStateKey], 0)
+		}},
+		{"a backup without a digest is no backup", func(b *corev1.Secret) { delete(b.Annotations, workspace.AnnotationBackupDigest) }},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			h := newHarness(t, jobs.KindCluster)
+			obj := h.provisioned(nil)
+			h.writeSerial(jobs.KindCluster, "web", 1, 2)
+			h.settle(obj)
+			backup := h.backups(jobs.KindCluster, "web")["2"]
+			if backup.Name == "" {
+				t.Fatal("serial 2 was not backed up")
+			}
+			tc.tamper(&backup)
+			if err := h.c.Update(h.ctx, &backup); err != nil {
+				t.Fatal(err)
+			}
+			h.annotate(obj, jobs.AnnotationRestoreState, "2")
+			h.settle(obj)
+			h.noRunningJob(jobs.KindCluster, "web")
+			h.get(obj)
+			if c := conditions.Get(obj.Status.Conditions, conditions.RestoreJobSucceeded); c == nil || c.Reason != conditions.ReasonRestoreBackupMissing {
+				t.Fatalf("RestoreJobSucceeded = %+v, want %s", c, conditions.ReasonRestoreBackupMissing)
+			}
+		})
+	}
+}
