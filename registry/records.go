@@ -45,6 +45,43 @@ var ownerAnnotations = []string{
 	jobs.AnnotationApprovedAt,
 }
 
+// Bounds of the text a record keeps. Whoever may write Jobs in a namespace writes their labels,
+// annotations and owner references, and Kubernetes bounds only their total (256 KiB of
+// annotations, about 1.5 MiB per object), so each record would otherwise cost what that writer
+// chose. The bounds sit well above anything the controller writes; a value past one is not the
+// controller's and reads as unknown.
+const (
+	// maxResultBytes bounds the result summary: the controller encodes it within
+	// jobs.MaxSummaryBytes, and jobs.DecodeSummary rejects anything longer anyway.
+	maxResultBytes = jobs.MaxSummaryBytes
+	// maxAnnotationBytes bounds the other kept annotations: hashes (67 bytes), RFC 3339 times,
+	// marks ("true") and the approving user's name (a ServiceAccount's is at most 339 bytes).
+	maxAnnotationBytes = 1 << 10
+	// maxLabels bounds the labels kept per Job; the controller sets six (jobs.Labels), and other
+	// tools a few more.
+	maxLabels = 32
+	// maxLabelKeyBytes and maxLabelValueBytes are the API server's own limits on a label: a
+	// 253-byte DNS prefix, a slash and a 63-byte name; a 63-byte value.
+	maxLabelKeyBytes   = 253 + 1 + jobs.MaxLabelValueLength
+	maxLabelValueBytes = jobs.MaxLabelValueLength
+	// The bounds of a kept controller reference, which the API server checks only for being
+	// set: an API version is shaped like a label key, a kind is a short word (captf's are
+	// TerraformCluster and the like), a name a DNS subdomain, a UID a 36-byte UUID.
+	maxRefAPIVersionBytes = maxLabelKeyBytes
+	maxRefKindBytes       = 63
+	maxRefNameBytes       = 253
+	maxRefUIDBytes        = 63
+	// maxReasonBytes bounds a finish condition's reason; the Job controller's are CamelCase
+	// words such as BackoffLimitExceeded.
+	maxReasonBytes = 256
+)
+
+// modelLabels are the labels the run model and the runs API's selectors read, kept first when a
+// Job has more labels than maxLabels.
+var modelLabels = [...]string{
+	jobs.LabelManaged, jobs.LabelOwnerKind, jobs.LabelOwnerName, jobs.LabelClusterName, jobs.LabelOp, jobs.LabelAttempt,
+}
+
 // jobRecord is what the server keeps of a managed Job: what the API shows and the run model
 // reads, in a compact form. It replaces the Job in the server's store, because a batchv1.Job
 // with its pod template is many times larger and the server shows none of it. Strings repeated
@@ -425,7 +462,7 @@ func ownerKeyOf(namespace string, kind jobs.Kind, name string) string {
 // recordOfJob reduces a Job to a jobRecord: name, namespace, UID, resourceVersion, creation
 // and deletion time, labels, the controller owner reference, the annotations the run model
 // reads, start and completion time, and the true Complete or Failed condition without its
-// message.
+// message. Text past the bounds above is left out, or kept empty where its presence counts.
 func recordOfJob(job *batchv1.Job) *jobRecord {
 	r := &jobRecord{
 		name:            job.Name,
@@ -436,8 +473,9 @@ func recordOfJob(job *batchv1.Job) *jobRecord {
 		started:         unixNanosPtr(job.Status.StartTime),
 		completed:       unixNanosPtr(job.Status.CompletionTime),
 	}
+	jobLabels := boundedLabels(job.Labels)
 	for i, k := range perJobLabels {
-		if v, ok := job.Labels[k]; ok {
+		if v, ok := jobLabels[k]; ok {
 			r.own[i], r.ownSet = intern(v), r.ownSet|1<<i
 		}
 	}
@@ -451,16 +489,23 @@ func recordOfJob(job *batchv1.Job) *jobRecord {
 		r.annotations = make([]annotation, 0, kept) // no spare capacity: records are many
 		for _, k := range jobAnnotations {
 			if v, ok := job.Annotations[k]; ok {
-				if len(v) <= 64 {
-					v = intern(v)
-				}
-				r.annotations = append(r.annotations, annotation{key: k, value: v})
+				r.annotations = append(r.annotations, annotation{key: k, value: boundedAnnotation(k, v)})
 			}
 		}
 	}
+	controller := metav1.GetControllerOfNoCopy(job)
+	ref := boundedRef(controller)
 	t := jobs.TargetOf(job)
-	target := jobTarget{namespace: job.Namespace, key: ownerKeyOf(job.Namespace, t.Kind, t.Name), labels: encodeLabels(job.Labels)}
-	if ref := metav1.GetControllerOfNoCopy(job); ref != nil {
+	if ref != controller || len(jobLabels) != len(job.Labels) {
+		// Something was left out: the target as the run model reads it from what is kept.
+		var refs []metav1.OwnerReference
+		if ref != nil {
+			refs = []metav1.OwnerReference{*ref}
+		}
+		t = jobs.TargetOf(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Labels: jobLabels, OwnerReferences: refs}})
+	}
+	target := jobTarget{namespace: job.Namespace, key: ownerKeyOf(job.Namespace, t.Kind, t.Name), labels: encodeLabels(jobLabels)}
+	if ref != nil {
 		target.ref = ownerRef{
 			set: true, apiVersion: ref.APIVersion, kind: ref.Kind, name: ref.Name, uid: ref.UID,
 			controller: optionalBoolOf(ref.Controller), blockDeletion: optionalBoolOf(ref.BlockOwnerDeletion),
@@ -473,12 +518,87 @@ func recordOfJob(job *batchv1.Job) *jobRecord {
 			if c.Type == batchv1.JobFailed {
 				kind = finishedFailed
 			}
+			reason := c.Reason
+			if len(reason) > maxReasonBytes {
+				reason = "" // not the Job controller's: no known reason
+			}
 			r.finishKind = kind
-			r.finish = finishCondition{reason: intern(c.Reason), at: unixNanos(c.LastTransitionTime)}
+			r.finish = finishCondition{reason: intern(reason), at: unixNanos(c.LastTransitionTime)}
 			break
 		}
 	}
 	return r
+}
+
+// boundedAnnotation is the value a record keeps of the kept annotation key: v itself within
+// its bound (maxResultBytes for the result, maxAnnotationBytes else), and "" past it. The
+// annotation stays present, so that a mark still reads as set and an oversized result as
+// unreadable, as jobs.DecodeSummary reads one; its text, which no controller wrote, reads as
+// unknown.
+func boundedAnnotation(key, v string) string {
+	limit := maxAnnotationBytes
+	if key == jobs.AnnotationResult {
+		limit = maxResultBytes
+	}
+	switch {
+	case len(v) > limit:
+		return ""
+	case len(v) <= 64:
+		return intern(v)
+	}
+	return v
+}
+
+// labelFits reports whether a label is within the API server's limits.
+func labelFits(key, value string) bool {
+	return key != "" && len(key) <= maxLabelKeyBytes && len(value) <= maxLabelValueBytes
+}
+
+// boundedLabels returns in when it is within the label bounds, and otherwise a copy without
+// the labels past them: a label longer than the API server allows is left out, and of more than
+// maxLabels the modelLabels are kept first, then the others in the order of their keys.
+func boundedLabels(in map[string]string) map[string]string {
+	within := len(in) <= maxLabels
+	for k, v := range in {
+		if !within {
+			break
+		}
+		within = labelFits(k, v)
+	}
+	if within {
+		return in
+	}
+	out := make(map[string]string, min(len(in), maxLabels))
+	keep := func(k string) {
+		if v, ok := in[k]; ok && len(out) < maxLabels && labelFits(k, v) {
+			out[k] = v
+		}
+	}
+	for _, k := range modelLabels {
+		keep(k)
+	}
+	rest := make([]string, 0, len(in))
+	for k := range in {
+		if _, ok := out[k]; !ok && labelFits(k, in[k]) {
+			rest = append(rest, k)
+		}
+	}
+	slices.Sort(rest)
+	for _, k := range rest {
+		keep(k)
+	}
+	return out
+}
+
+// boundedRef returns a Job's controller reference ref when its fields are within the bounds,
+// and nil otherwise: a reference that names no object the API server could hold is not kept,
+// and the run's target then comes from its labels, as for a Job without one.
+func boundedRef(ref *metav1.OwnerReference) *metav1.OwnerReference {
+	if ref == nil || len(ref.APIVersion) > maxRefAPIVersionBytes || len(ref.Kind) > maxRefKindBytes ||
+		len(ref.Name) > maxRefNameBytes || len(ref.UID) > maxRefUIDBytes {
+		return nil
+	}
+	return ref
 }
 
 // transformJob is the Job Reflector's transform: it keeps a jobRecord instead of the Job. It is
@@ -583,17 +703,15 @@ func intern(s string) string {
 }
 
 // internMap copies in with interned keys and short values; with keep set, only those keys.
-// Long values (the result summary) are copied as they are.
+// Values are bounded as boundedAnnotation bounds a Job's; long ones (the result summary) are
+// copied as they are.
 func internMap(in map[string]string, keep []string) map[string]string {
 	var out map[string]string
 	add := func(k, v string) {
 		if out == nil {
 			out = make(map[string]string, len(in))
 		}
-		if len(v) <= 64 {
-			v = intern(v)
-		}
-		out[intern(k)] = v
+		out[intern(k)] = boundedAnnotation(k, v)
 	}
 	if keep == nil {
 		for k, v := range in {
