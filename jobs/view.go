@@ -2,14 +2,19 @@ package jobs
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
+// TargetGroup is the API group of the kinds that run Jobs.
+const TargetGroup = "infrastructure.cluster.x-k8s.io"
+
 // TargetAPIVersion is the apiVersion of the kinds that run Jobs.
-const TargetAPIVersion = "infrastructure.cluster.x-k8s.io/v1alpha1"
+const TargetAPIVersion = TargetGroup + "/v1alpha1"
 
 // Target is the object a Job runs for.
 type Target struct {
@@ -21,14 +26,60 @@ type Target struct {
 	Name string
 }
 
-// TargetOf returns the object a Job runs for: its controller owner reference when that names a
-// kind that runs Jobs, since the owner-name label is hashed for long names; otherwise the owner
-// labels with TargetAPIVersion.
+// TargetOf returns the object a Job runs for: the one ControllerOf names, since the owner-name
+// label is hashed for long names; otherwise the owner labels with TargetAPIVersion. The labels
+// are only what the Job claims: whether it is a run of any object at all is ControllerOf's to
+// say.
 func TargetOf(job *batchv1.Job) Target {
-	if ref := metav1.GetControllerOf(job); ref != nil && Kind(ref.Kind).Valid() {
-		return Target{APIVersion: ref.APIVersion, Kind: Kind(ref.Kind), Name: ref.Name}
+	if t, _, ok := ControllerOf(job); ok {
+		return t
 	}
 	return Target{APIVersion: TargetAPIVersion, Kind: Kind(job.Labels[LabelOwnerKind]), Name: job.Labels[LabelOwnerName]}
+}
+
+// IsTargetReference reports whether an owner reference of apiVersion and kind names an object
+// that runs Jobs: a kind that runs Jobs, in TargetGroup at any version.
+func IsTargetReference(apiVersion, kind string) bool {
+	group, _, ok := strings.Cut(apiVersion, "/")
+	return ok && group == TargetGroup && Kind(kind).Valid()
+}
+
+// ControllerOf returns the object job is a run of and that object's UID: the object its
+// controller owner reference names, when IsTargetReference holds for it. ok is false for any
+// other Job, however it is labelled: anyone who may create Jobs can copy the captf labels, but
+// a Job counts as an object's run (its history, attempts, backoff, plans and approvals) only
+// through the controller reference the controller sets to the object's UID.
+func ControllerOf(job *batchv1.Job) (target Target, uid types.UID, ok bool) {
+	ref := metav1.GetControllerOfNoCopy(job)
+	if ref == nil || !IsTargetReference(ref.APIVersion, ref.Kind) {
+		return Target{}, "", false
+	}
+	return Target{APIVersion: ref.APIVersion, Kind: Kind(ref.Kind), Name: ref.Name}, ref.UID, true
+}
+
+// IsRunOf reports whether job is a run of the object with uid: ControllerOf names that UID.
+func IsRunOf(job *batchv1.Job, uid types.UID) bool {
+	_, owner, ok := ControllerOf(job)
+	return ok && owner == uid
+}
+
+// RunsOf returns the Jobs of retained that are runs of the object with uid (IsRunOf), so that a
+// Job with copied labels, or one of an earlier object of the same name, never enters its
+// history. It returns retained itself when every Job is one.
+func RunsOf(retained []batchv1.Job, uid types.UID) []batchv1.Job {
+	for i := range retained {
+		if IsRunOf(&retained[i], uid) {
+			continue
+		}
+		out := append(make([]batchv1.Job, 0, len(retained)-1), retained[:i]...)
+		for j := i + 1; j < len(retained); j++ {
+			if IsRunOf(&retained[j], uid) {
+				out = append(out, retained[j])
+			}
+		}
+		return out
+	}
+	return retained
 }
 
 // Phase is the phase of a run as the API shows it: an Outcome, or Pending before the Job starts.
@@ -55,7 +106,8 @@ type RunView struct {
 	Target Target
 	// Operation is the Job's op; "" when its label is missing or unknown.
 	Operation Op
-	// Attempt is the Job's attempt number; 0 when its label is missing or unparsable.
+	// Attempt is the Job's attempt number; 0 when its label is missing, unparsable or out of
+	// bounds (see AttemptOf).
 	Attempt int32
 	// InputsHash is the inputs hash the Job was created with, when recorded.
 	InputsHash string
@@ -293,6 +345,10 @@ type CurrentPlan struct {
 
 // PlanOwner is what a plan's phase needs from the owning object.
 type PlanOwner struct {
+	// UID is the object's UID. When set, only the object's runs count (RunsOf): the other Jobs
+	// of retained are left out, and a Job that is not one carries no plan of the object. When
+	// empty, the caller has chosen the object's runs itself.
+	UID types.UID
 	// Plan is status.plan; nil when the object has none.
 	Plan *CurrentPlan
 	// CurrentInputsHash is the hash of the object's current inputs; "" when unknown, in which
@@ -357,9 +413,10 @@ func PlanSourceOf(job *batchv1.Job) (PlanSource, bool) {
 	return "", false
 }
 
-// ViewPlan computes the PlanView of job, and false when job carries no plan (see PlanSourceOf).
-// retained are the retained Jobs of the same object, which tell whether an apply of the plan
-// succeeded or found it changed; owner is the owning object's plan status and approvals.
+// ViewPlan computes the PlanView of job, and false when job carries no plan (see PlanSourceOf),
+// or owner.UID is set and job is not a run of that object. retained are the retained Jobs of
+// the same object, which tell whether an apply of the plan succeeded or found it changed;
+// owner is the owning object's plan status and approvals.
 //
 // A plan Job's phase: Planning while it runs; Failed when it failed or was unreadable; then
 // Applied when an apply created after it with captf.io/approved-plan equal to its hash
@@ -375,8 +432,11 @@ func PlanSourceOf(job *batchv1.Job) (PlanSource, bool) {
 // AwaitingApproval otherwise.
 func ViewPlan(job batchv1.Job, retained []batchv1.Job, owner PlanOwner) (PlanView, bool) {
 	source, ok := PlanSourceOf(&job)
-	if !ok {
+	if !ok || (owner.UID != "" && !IsRunOf(&job, owner.UID)) {
 		return PlanView{}, false
+	}
+	if owner.UID != "" {
+		retained = RunsOf(retained, owner.UID)
 	}
 	retained = withJob(retained, job)
 	v := PlanView{
@@ -539,14 +599,20 @@ type ApprovalDecision struct {
 
 // PlanApprovalCheck decides an approval of job's plan quoting planHash, requested by user at
 // now. job is nil when no Job of the requested name exists; retained and owner are as for
-// ViewPlan. A plan may be approved while it is AwaitingApproval or already Approved (the
-// request is then idempotent) and the quoted hash equals its ApprovalHash. An allowed approval
-// writes captf.io/approve-plan=<plan hash>, or for a blocked apply
-// captf.io/approve-destructive-plan=<inputs hash>, plus captf.io/approved-by and
-// captf.io/approved-at.
+// ViewPlan, and with owner.UID set a job that is not a run of the object is not found (see
+// WhyNotRunOf), since the approval is written on the object. A plan may be approved while it is
+// AwaitingApproval or already Approved (the request is then idempotent) and the quoted hash
+// equals its ApprovalHash. An allowed approval writes captf.io/approve-plan=<plan hash>, or for
+// a blocked apply captf.io/approve-destructive-plan=<inputs hash>, plus captf.io/approved-by
+// and captf.io/approved-at.
 func PlanApprovalCheck(job *batchv1.Job, retained []batchv1.Job, owner PlanOwner, planHash, user string, now time.Time) ApprovalDecision {
 	if job == nil {
 		return ApprovalDecision{Verdict: ApprovalNotFound, Message: "plan not found"}
+	}
+	if owner.UID != "" {
+		if why := WhyNotRunOf(job, owner.UID); why != "" {
+			return ApprovalDecision{Verdict: ApprovalNotFound, Message: fmt.Sprintf("plan %q not found: %s", job.Name, why)}
+		}
 	}
 	v, ok := ViewPlan(*job, retained, owner)
 	if !ok {
@@ -590,4 +656,19 @@ func PlanApprovalCheck(job *batchv1.Job, retained []batchv1.Job, owner PlanOwner
 			AnnotationApprovedAt: now.UTC().Format(time.RFC3339),
 		},
 	}
+}
+
+// WhyNotRunOf says why job is not a run of the object with uid, or, with uid empty, of any
+// object; it returns "" when job is one. The answers of the runs API quote it.
+func WhyNotRunOf(job *batchv1.Job, uid types.UID) string {
+	target, owner, ok := ControllerOf(job)
+	switch {
+	case !ok:
+		return fmt.Sprintf("Job %s has no controller owner reference to a %s, %s or %s, so it is no run of captf",
+			job.Name, KindCluster, KindMachine, KindMachinePool)
+	case uid != "" && owner != uid:
+		return fmt.Sprintf("Job %s was made for a %s %s with UID %s, not for the current one (UID %s)",
+			job.Name, target.Kind, target.Name, owner, uid)
+	}
+	return ""
 }

@@ -2,12 +2,15 @@ package jobs
 
 import (
 	"maps"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestViewRun(t *testing.T) {
@@ -548,5 +551,157 @@ func TestHistoryAgreesWithTheRules(t *testing.T) {
 				t.Fatalf("round %d, %s: RetryNumber %d, History %d", round, job.Name, got, v.RetryNumber)
 			}
 		}
+	}
+}
+
+// webUID is the UID of TerraformCluster web in the tests of the rule that only the
+// controller's own Jobs count.
+const webUID types.UID = "uid-web"
+
+// controlledBy gives a Job the controller owner reference the controller sets: to
+// TerraformCluster web with uid.
+func controlledBy(uid types.UID) func(*batchv1.Job) {
+	return func(j *batchv1.Job) {
+		ownedBy(KindCluster, "web")(j)
+		j.OwnerReferences[0].UID = uid
+	}
+}
+
+// forgedAttempt makes a Job claim the attempt 2147483647, the largest an attempt label holds.
+func forgedAttempt(j *batchv1.Job) {
+	j.Name = string(OpOf(j)) + "-a2147483647"
+	j.Labels[LabelAttempt] = strconv.FormatInt(math.MaxInt32, 10)
+}
+
+func TestOnlyTheControllersOwnJobsCount_ControllerOf(t *testing.T) {
+	ref := func(apiVersion, kind string, controller bool) func(*batchv1.Job) {
+		return func(j *batchv1.Job) {
+			j.OwnerReferences = []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "web", UID: webUID, Controller: &controller}}
+		}
+	}
+	tests := []struct {
+		name string
+		job  batchv1.Job
+		ok   bool
+	}{
+		{name: "the controller's reference to the object is a run of it", job: mkJob(OpApply, 1, running, controlledBy(webUID)), ok: true},
+		{name: "a reference to another version of the group counts", job: mkJob(OpApply, 1, running, ref(TargetGroup+"/v1beta1", string(KindCluster), true)), ok: true},
+		{name: "the captf labels alone make no run", job: mkJob(OpApply, 1, running)},
+		{name: "a kind that runs Jobs in another group makes no run", job: mkJob(OpApply, 1, running, ref("evil.example.com/v1", string(KindCluster), true))},
+		{name: "a core-style apiVersion makes no run", job: mkJob(OpApply, 1, running, ref("v1", string(KindCluster), true))},
+		{name: "another kind of the infrastructure group makes no run", job: mkJob(OpApply, 1, running, ref(TargetAPIVersion, "AWSCluster", true))},
+		{name: "an owner reference that is not the controller's makes no run", job: mkJob(OpApply, 1, running, ref(TargetAPIVersion, string(KindCluster), false))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			target, uid, ok := ControllerOf(&tt.job)
+			if ok != tt.ok {
+				t.Fatalf("ControllerOf = %+v, %s, %v; want ok %v", target, uid, ok, tt.ok)
+			}
+			if IsRunOf(&tt.job, webUID) != tt.ok {
+				t.Errorf("IsRunOf(%s) = %v, want %v", webUID, !tt.ok, tt.ok)
+			}
+			if why := WhyNotRunOf(&tt.job, ""); (why == "") != tt.ok || (!tt.ok && !strings.Contains(why, "has no controller owner reference")) {
+				t.Errorf("WhyNotRunOf = %q", why)
+			}
+			if tt.ok && (target.Kind != KindCluster || target.Name != "web" || uid != webUID || TargetOf(&tt.job) != target) {
+				t.Errorf("ControllerOf = %+v, %s; TargetOf = %+v", target, uid, TargetOf(&tt.job))
+			}
+		})
+	}
+	if IsRunOf(ptrTo(mkJob(OpApply, 1, running, controlledBy("uid-earlier-web"))), webUID) {
+		t.Error("a Job of an earlier object of the same name counts as a run of the current one")
+	}
+}
+
+func TestOnlyTheControllersOwnJobsCount_RunsOf(t *testing.T) {
+	own := jobs(mkJob(OpApply, 1, succeeded, controlledBy(webUID)), mkJob(OpApply, 2, failed, controlledBy(webUID)))
+	if got := RunsOf(own, webUID); &got[0] != &own[0] || len(got) != len(own) {
+		t.Errorf("RunsOf copied a history that is all the object's: %v", got)
+	}
+	mixed := jobs(own[0], mkJob(OpApply, 3, failed), own[1], mkJob(OpApply, 4, failed, controlledBy("uid-other")))
+	got := RunsOf(mixed, webUID)
+	if len(got) != 2 || got[0].Name != own[0].Name || got[1].Name != own[1].Name {
+		t.Errorf("RunsOf = %v, want %s and %s", got, own[0].Name, own[1].Name)
+	}
+	if mixed[1].Name != "apply-a3" {
+		t.Error("RunsOf changed its argument")
+	}
+}
+
+// TestOnlyTheControllersOwnJobsCount_AForgedAttemptDoesNotWedgeTheViews: Jobs with copied
+// labels and the largest attempt a label holds would be the newest of their op; left out of the
+// object's history, they change no retry number, retention, backoff window or plan phase, and
+// their plans cannot be approved.
+func TestOnlyTheControllersOwnJobsCount_AForgedAttemptDoesNotWedgeTheViews(t *testing.T) {
+	own := jobs(
+		mkJob(OpApply, 1, succeeded, controlledBy(webUID)),
+		mkJob(OpApply, 2, failed, controlledBy(webUID)),
+		blockedApply(3, inputsHash),
+		planJob(1, succeeded, controlledBy(webUID)),
+	)
+	controlledBy(webUID)(&own[2])
+	forged := jobs(
+		// Would make the blocked apply Applied and the plan Applied.
+		mkJob(OpApply, 4, succeeded, forgedAttempt, annotate(AnnotationInputsHash, inputsHash), annotate(AnnotationApprovedPlan, planHash)),
+		// Would supersede the blocked apply, and reset the failure streak of the plans.
+		mkJob(OpPlan, 4, failed, forgedAttempt),
+		// A reference to a made-up or earlier object of the same name is no run of this one.
+		mkJob(OpApply, 5, blocked, controlledBy("uid-earlier-web"), annotate(AnnotationInputsHash, "h1:other")),
+	)
+	forged[2].Name = "apply-a5-earlier"
+	all := append(append([]batchv1.Job(nil), own...), forged...)
+	owner := currentPlan()
+	owner.UID = webUID
+	now := at(100)
+
+	if got := RunsOf(all, webUID); len(got) != len(own) {
+		t.Fatalf("RunsOf kept %d Jobs, want the object's %d", len(got), len(own))
+	}
+	want, got := NewHistory(own, Limits{}), NewHistory(RunsOf(all, webUID), Limits{})
+	for i := range own {
+		if w, g := want.ViewRun(i, now), got.ViewRun(got.Index(own[i].Name), now); w.RetryNumber != g.RetryNumber || w.Retention != g.Retention || (w.Backoff == nil) != (g.Backoff == nil) {
+			t.Errorf("%s: view %+v among forged Jobs, want %+v", own[i].Name, g, w)
+		}
+	}
+
+	for _, job := range []batchv1.Job{own[2], own[3]} {
+		v, ok := ViewPlan(job, all, owner)
+		if !ok || v.Phase != PlanPhaseAwaitingApproval {
+			t.Errorf("plan of %s among forged Jobs: %v %s, want AwaitingApproval", job.Name, ok, v.Phase)
+		}
+		hash := v.ApprovalHash
+		if d := PlanApprovalCheck(&job, all, owner, hash, "alice", now); d.Verdict != ApprovalAllowed {
+			t.Errorf("approval of %s among forged Jobs: %s (%s)", job.Name, d.Verdict, d.Message)
+		}
+	}
+
+	for _, tt := range []struct {
+		job     batchv1.Job
+		wantMsg string
+	}{
+		{forged[1], "has no controller owner reference"},
+		{forged[2], "was made for a TerraformCluster web with UID uid-earlier-web, not for the current one (UID uid-web)"},
+	} {
+		if _, ok := ViewPlan(tt.job, all, owner); ok {
+			t.Errorf("%s: a Job that is no run of the object shows a plan of it", tt.job.Name)
+		}
+		d := PlanApprovalCheck(&tt.job, all, owner, inputsHash, "alice", now)
+		if d.Verdict != ApprovalNotFound || !strings.Contains(d.Message, tt.wantMsg) || d.Annotations != nil {
+			t.Errorf("approval of %s: %s %q %v, want NotFound with %q", tt.job.Name, d.Verdict, d.Message, d.Annotations, tt.wantMsg)
+		}
+	}
+
+	// Viewed alone, as what it is, the forged Job shows its attempt as the label's bound reads
+	// it, and nothing overflows.
+	for _, job := range forged[:2] {
+		v := ViewRun(job, nil, Limits{}, now)
+		if v.Attempt != AttemptOf(&job) || v.RetryNumber != 1 || v.Retention == "" {
+			t.Errorf("%s alone: attempt %d (AttemptOf %d), retry %d, retention %q", job.Name, v.Attempt, AttemptOf(&job), v.RetryNumber, v.Retention)
+		}
+	}
+	beyond := mkJob(OpApply, 6, failed, label(LabelAttempt, "2147483648"))
+	if v := ViewRun(beyond, nil, Limits{}, now); v.Attempt != 0 || v.RetryNumber != 1 {
+		t.Errorf("an attempt past the label's bound: attempt %d, retry %d", v.Attempt, v.RetryNumber)
 	}
 }

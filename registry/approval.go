@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -65,7 +66,8 @@ func (*ApprovalREST) Destroy() {}
 
 // Create implements rest.NamedCreater. It approves the plan named in the URL when
 // jobs.PlanApprovalCheck allows it: 422 for an invalid body (with the field path), 404 for an
-// unknown plan, 409 when the plan is not the object's current one or the hash differs, and
+// unknown plan or a Job that is not a run of the object it names (only the controller's own Jobs
+// count), 409 when the plan is not the object's current one or the hash differs, and
 // 201 with what was written otherwise. The annotations are written on the owning object with
 // its resourceVersion as a precondition; when the object changed meanwhile, the decision is
 // made once more from fresh data, and a second conflict is a 409. A dry run decides and checks
@@ -125,7 +127,12 @@ func (a *ApprovalREST) approve(ctx context.Context, namespace, name, planHash, u
 		return nil, false, apierrors.NewNotFound(planResource, name)
 	}
 	job := rec.job()
-	target := jobs.TargetOf(&job)
+	// The object is the one the Job's controller reference names, never its labels': the
+	// approval is written on it, and anyone who may create Jobs can copy the labels.
+	target, _, ok := jobs.ControllerOf(&job)
+	if !ok {
+		return nil, false, notFound(planResource, name, fmt.Sprintf("plan %q not found: %s", name, jobs.WhyNotRunOf(&job, "")))
+	}
 	owner, err := a.objects.Get(ctx, target.Kind, namespace, target.Name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -133,9 +140,16 @@ func (a *ApprovalREST) approve(ctx context.Context, namespace, name, planHash, u
 	case err != nil:
 		return nil, false, apierrors.NewInternalError(fmt.Errorf("reading %s %s/%s: %w", target.Kind, namespace, target.Name, err))
 	}
-	g := a.src.groupOf(withRecord(a.src.siblings(rec.ownerKey()), rec))
+	// Only the object's own runs decide: PlanApprovalCheck leaves out the Jobs of another UID
+	// and answers NotFound when the Job itself is one (an earlier object of the same name).
+	var retained []batchv1.Job
+	if g, i := findJob(a.src.groupsWith(withRecord(a.src.siblings(rec.ownerKey()), rec), owner, nil), name); i >= 0 {
+		retained = g.jobs
+	}
+	planOwner := PlanOwnerOf(owner.Annotations, owner.plan)
+	planOwner.UID = owner.UID
 	now := a.src.now().UTC().Truncate(time.Second)
-	d := jobs.PlanApprovalCheck(&job, g.jobs, PlanOwnerOf(owner.Annotations, owner.plan), planHash, userName, now)
+	d := jobs.PlanApprovalCheck(&job, retained, planOwner, planHash, userName, now)
 	switch d.Verdict {
 	case jobs.ApprovalNotFound:
 		return nil, false, notFound(planResource, name, d.Message)

@@ -143,12 +143,15 @@ func newTestSource(t testing.TB, objs ...runtime.Object) *Source {
 	return s
 }
 
-// add stores a Job or captf object without publishing, as the initial list does.
+// add stores a Job or captf object without publishing, as the initial list does; like the
+// feed, it keeps only Jobs that are runs.
 func (s *Source) add(obj runtime.Object) error {
 	if job, ok := obj.(*batchv1.Job); ok {
 		rv, _ := strconv.ParseUint(job.ResourceVersion, 10, 64)
 		s.bumpProcessed(rv)
-		s.jobs.put(recordOfJob(job))
+		if r := recordOfJob(job); r.isRun() {
+			s.jobs.put(r)
+		}
 		return nil
 	}
 	r, ok := recordOfOwner(obj)

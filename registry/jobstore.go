@@ -129,7 +129,10 @@ func (s *jobStore) len() int {
 
 // jobFeed is what the Reflector of the managed Jobs writes to: it stores each change in the
 // jobStore and publishes it through the Source, one change at a time, in the order of the
-// watch. The Reflector hands it Jobs already reduced to records (Transformer).
+// watch. The Reflector hands it Jobs already reduced to records (Transformer). It stores only
+// runs (jobRecord.isRun): a Job with the managed label but without a controller reference to an
+// object that runs Jobs is no run and is never shown, and a run whose Job loses that reference
+// (orphaned, or edited) leaves the store as if deleted.
 type jobFeed struct {
 	src    *Source
 	synced atomic.Bool
@@ -149,6 +152,9 @@ func (f *jobFeed) Update(obj any) error {
 	if err != nil {
 		return err
 	}
+	if !r.isRun() {
+		return f.Delete(r)
+	}
 	before := f.src.jobs.put(r)
 	if before == nil || before.resourceVersion != r.resourceVersion {
 		f.src.onJobEvent(before, r)
@@ -157,14 +163,14 @@ func (f *jobFeed) Update(obj any) error {
 }
 
 // Delete implements cache.ReflectorStore. The run's last state is the Job of the delete
-// event, at the version of its deletion.
+// event, at the version of its deletion (see lastState).
 func (f *jobFeed) Delete(obj any) error {
 	r, err := recordOf(obj)
 	if err != nil {
 		return err
 	}
-	if f.src.jobs.remove(r) != nil {
-		f.src.onJobEvent(r, nil)
+	if before := f.src.jobs.remove(r); before != nil {
+		f.src.onJobEvent(lastState(before, r), nil)
 	}
 	return nil
 }

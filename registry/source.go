@@ -112,7 +112,7 @@ func (s *Source) job(namespace, name string) (*jobRecord, bool) {
 	return s.jobs.get(namespace, name)
 }
 
-// owner returns the record of the object with the owner key of r, if the store has it.
+// owner returns the record of the object of that kind, namespace and name, if the store has it.
 func (s *Source) owner(namespace string, kind jobs.Kind, name string) *ownerRecord {
 	store := s.owners[kind]
 	if store == nil {
@@ -126,8 +126,16 @@ func (s *Source) owner(namespace string, kind jobs.Kind, name string) *ownerReco
 	return r
 }
 
-// siblings returns the records of every retained Job of the object with ownerKey.
+// siblings returns the records of every retained Job with ownerKey: the runs of the object of
+// that kind and name, and of earlier objects of the same name (see objectRuns).
 func (s *Source) siblings(ownerKey string) []*jobRecord { return s.jobs.ofOwner(ownerKey) }
+
+// ownerOf returns the object the store knows by the owner key of r, a run; nil when it knows
+// none.
+func (s *Source) ownerOf(r *jobRecord) *ownerRecord {
+	ref := r.target.Value().ref
+	return s.owner(r.namespace(), jobs.Kind(ref.kind), ref.name)
+}
 
 // group is the retained Jobs of one object, and the object when the store has it.
 type group struct {
@@ -135,20 +143,39 @@ type group struct {
 	owner *ownerRecord
 }
 
-// groupOf builds the group of records, which all belong to one object.
-func (s *Source) groupOf(records []*jobRecord) group { return s.groupWith(records, nil) }
+// groupsOf builds the groups of records, all of one owner key, as the object the store knows
+// by that key sees them: its runs only, or each object's runs when it knows none.
+func (s *Source) groupsOf(records []*jobRecord) []group {
+	if len(records) == 0 {
+		return nil
+	}
+	return s.groupsWith(records, s.ownerOf(records[0]), nil)
+}
 
-// groupWith builds the group of records, rebuilding their Jobs through memo (see jobMemo).
-func (s *Source) groupWith(records []*jobRecord, memo *jobMemo) group {
-	g := group{jobs: make([]batchv1.Job, len(records))}
-	for i, r := range records {
-		g.jobs[i] = r.jobWith(memo)
+// groupsWith builds the group of each object among records, all of one owner key, as owner
+// (nil when the store knows no object of that key) sees them (see objectRuns), rebuilding
+// their Jobs through memo (see jobMemo).
+func (s *Source) groupsWith(records []*jobRecord, owner *ownerRecord, memo *jobMemo) []group {
+	split := objectRuns(records, owner)
+	out := make([]group, len(split))
+	for i, rs := range split {
+		out[i] = group{jobs: make([]batchv1.Job, len(rs)), owner: owner}
+		for k, r := range rs {
+			out[i].jobs[k] = r.jobWith(memo)
+		}
 	}
-	if len(records) > 0 {
-		t := jobs.TargetOf(&g.jobs[0])
-		g.owner = s.owner(records[0].namespace(), t.Kind, t.Name)
+	return out
+}
+
+// findJob returns the group that has the Job named name and its index there; the index is -1
+// when none has it.
+func findJob(groups []group, name string) (group, int) {
+	for _, g := range groups {
+		if i := g.indexOf(name); i >= 0 {
+			return g, i
+		}
 	}
-	return g
+	return group{}, -1
 }
 
 // limits are the object's history limits, the defaults when the object is not known.
@@ -164,7 +191,9 @@ func (g group) planOwner() jobs.PlanOwner {
 	if g.owner == nil {
 		return jobs.PlanOwner{}
 	}
-	return PlanOwnerOf(g.owner.Annotations, g.owner.plan)
+	owner := PlanOwnerOf(g.owner.Annotations, g.owner.plan)
+	owner.UID = g.owner.UID
+	return owner
 }
 
 // history indexes the group's Jobs once for the views of many of its runs.
@@ -256,16 +285,17 @@ func (s *Source) listRuns(sel selection) []*runs.Run {
 	now := s.now()
 	var out []*runs.Run
 	for key, selected := range s.candidates(sel) {
-		g := s.groupOf(s.siblings(key))
-		h := g.history()
-		for _, r := range selected {
-			i := h.Index(r.name)
-			if i < 0 {
-				continue
-			}
-			run := runOfView(h.Job(i), h.ViewRun(i, now))
-			if sel.field == nil || sel.field.Empty() || sel.field.Matches(runFieldSet(run)) {
-				out = append(out, run)
+		for _, g := range s.groupsOf(s.siblings(key)) {
+			h := g.history()
+			for _, r := range selected {
+				i := h.Index(r.name)
+				if i < 0 {
+					continue
+				}
+				run := runOfView(h.Job(i), h.ViewRun(i, now))
+				if sel.field == nil || sel.field.Empty() || sel.field.Matches(runFieldSet(run)) {
+					out = append(out, run)
+				}
 			}
 		}
 	}
@@ -279,17 +309,19 @@ func (s *Source) listRuns(sel selection) []*runs.Run {
 func (s *Source) listPlans(sel selection) []*runs.Plan {
 	var out []*runs.Plan
 	for key, selected := range s.candidates(sel) {
-		var g *group
+		var (
+			groups []group
+			built  bool
+		)
 		for _, r := range selected {
 			job := r.job()
 			if _, ok := jobs.PlanSourceOf(&job); !ok {
 				continue
 			}
-			if g == nil {
-				gg := s.groupOf(s.siblings(key))
-				g = &gg
+			if !built {
+				groups, built = s.groupsOf(s.siblings(key)), true
 			}
-			i := g.indexOf(r.name)
+			g, i := findJob(groups, r.name)
 			if i < 0 {
 				continue
 			}
@@ -311,8 +343,11 @@ func (s *Source) getRun(namespace, name string) (*runs.Run, bool) {
 	if !ok {
 		return nil, false
 	}
-	g := s.groupOf(withRecord(s.siblings(r.ownerKey()), r))
-	return g.run(g.indexOf(name), s.now()), true
+	g, i := findJob(s.groupsOf(withRecord(s.siblings(r.ownerKey()), r)), name)
+	if i < 0 {
+		return nil, false
+	}
+	return g.run(i, s.now()), true
 }
 
 // getPlan computes one plan.
@@ -321,8 +356,11 @@ func (s *Source) getPlan(namespace, name string) (*runs.Plan, bool) {
 	if !ok {
 		return nil, false
 	}
-	g := s.groupOf(withRecord(s.siblings(r.ownerKey()), r))
-	return g.plan(g.indexOf(name))
+	g, i := findJob(s.groupsOf(withRecord(s.siblings(r.ownerKey()), r)), name)
+	if i < 0 {
+		return nil, false
+	}
+	return g.plan(i)
 }
 
 // withRecord returns records with r in place of the record of the same name, or added.
@@ -347,15 +385,17 @@ func withoutRecord(records []*jobRecord, name string) []*jobRecord {
 	return out
 }
 
-// views computes the runs and plans of a group by name.
-func (s *Source) views(g group, now time.Time) (map[string]*runs.Run, map[string]*runs.Plan) {
-	rs, ps := make(map[string]*runs.Run, len(g.jobs)), map[string]*runs.Plan{}
-	for _, run := range RunsOf(g.history(), now) {
-		rs[run.Name] = run
-	}
-	for i := range g.jobs {
-		if p, ok := g.plan(i); ok {
-			ps[g.jobs[i].Name] = p
+// views computes the runs and plans of groups, all of one owner key, by name.
+func (s *Source) views(groups []group, now time.Time) (map[string]*runs.Run, map[string]*runs.Plan) {
+	rs, ps := map[string]*runs.Run{}, map[string]*runs.Plan{}
+	for _, g := range groups {
+		for _, run := range RunsOf(g.history(), now) {
+			rs[run.Name] = run
+		}
+		for i := range g.jobs {
+			if p, ok := g.plan(i); ok {
+				ps[g.jobs[i].Name] = p
+			}
 		}
 	}
 	return rs, ps
@@ -366,6 +406,15 @@ func (s *Source) views(g group, now time.Time) (map[string]*runs.Run, map[string
 // computed fields the event changed (retention, retry number, backoff window, plan phase).
 // before and after are the Job's records; before is nil for an add, after nil for a delete.
 func (s *Source) onJobEvent(before, after *jobRecord) {
+	if before != nil && after != nil && before.ownerKey() != after.ownerKey() {
+		// The Job's controller reference now names another object: its run leaves the one
+		// history and joins the other.
+		gone := before.DeepCopyObject().(*jobRecord)
+		gone.resourceVersion = after.resourceVersion
+		s.onJobEvent(gone, nil)
+		s.onJobEvent(nil, after)
+		return
+	}
 	rec := after
 	if rec == nil {
 		rec = before
@@ -387,9 +436,9 @@ func (s *Source) onJobEvent(before, after *jobRecord) {
 	if after != nil {
 		cur = withRecord(current, after)
 	}
-	now := s.now()
-	oldRuns, oldPlans := s.views(s.groupWith(old, s.memo), now)
-	newRuns, newPlans := s.views(s.groupWith(cur, s.memo), now)
+	now, owner := s.now(), s.ownerOf(rec)
+	oldRuns, oldPlans := s.views(s.groupsWith(old, owner, s.memo), now)
+	newRuns, newPlans := s.views(s.groupsWith(cur, owner, s.memo), now)
 	s.runHub.publish(changes(oldRuns, newRuns, rv, false))
 	s.planHub.publish(changes(oldPlans, newPlans, rv, false))
 	s.bumpProcessed(rv)
@@ -412,12 +461,11 @@ func (s *Source) onOwnerEvent(before, after *ownerRecord) {
 	if len(records) == 0 {
 		return
 	}
+	// Which Jobs are the object's runs depends on its UID: a new object of the same name
+	// hides the runs of the earlier one, and deleting it shows them again.
 	now := s.now()
-	g := s.groupWith(records, s.memo)
-	g.owner = before
-	oldRuns, oldPlans := s.views(g, now)
-	g.owner = after
-	newRuns, newPlans := s.views(g, now)
+	oldRuns, oldPlans := s.views(s.groupsWith(records, before, s.memo), now)
+	newRuns, newPlans := s.views(s.groupsWith(records, after, s.memo), now)
 	key := s.processedRV.Load()
 	s.runHub.publish(changes(oldRuns, newRuns, key, true))
 	s.planHub.publish(changes(oldPlans, newPlans, key, true))

@@ -8,12 +8,15 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
@@ -242,5 +245,76 @@ func TestApprovalAnswers(t *testing.T) {
 				t.Errorf("annotations written: %v", got)
 			}
 		})
+	}
+}
+
+// createForgedJob creates a Job with the labels and annotations the controller gives a run of
+// owner, and the largest attempt a label holds, but without the controller's owner reference:
+// what anyone who may create Jobs can make.
+func (c clients) createForgedJob(t *testing.T, owner *infrav1.TerraformCluster, op jobs.Op, name string, annotations map[string]string) *batchv1.Job {
+	t.Helper()
+	labels := jobs.Labels(jobs.KindCluster, owner.Name, "", op, 1)
+	labels[jobs.LabelAttempt] = "2147483647"
+	all := map[string]string{jobs.AnnotationInputsHash: inputsHash}
+	for k, v := range annotations {
+		all[k] = v
+	}
+	job, err := c.kube.BatchV1().Jobs(owner.Namespace).Create(t.Context(), &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: owner.Namespace, Labels: labels, Annotations: all},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To[int32](0),
+			Suspend:      ptr.To(true),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers:    []corev1.Container{{Name: "runner", Image: "example.invalid/runner:1"}},
+			}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+// TestOnlyTheControllersOwnJobsCount_ForgedPlanIsNotApproved: Jobs with web's captf labels but
+// without the controller's owner reference are no runs of web: the runs API shows neither, the
+// real plan's phase stays as it was, and approving the forged plan is a 404 that writes nothing
+// on web.
+func TestOnlyTheControllersOwnJobsCount_ForgedPlanIsNotApproved(t *testing.T) {
+	c := newClients(t)
+	f := newPlanFixture(t, c)
+	approver := newUser(t, c, f.ns, "approver-"+f.ns, "captf-plan-approver")
+	waitForRBAC(t, approver, "create", "plans.runs.captf.io/approval", f.ns, true)
+
+	forgedPlan := c.createForgedJob(t, f.cluster, jobs.OpPlan, "forged-plan", nil)
+	c.setJob(t, forgedPlan, jobSucceeded, time.Now(), resultAnnotations(t, jobs.Summary{Plan: &jobs.PlanSummary{Hash: planHash2, Destroy: 9}}))
+	// Were it web's, this apply of the real plan would make the plan Applied.
+	forgedApply := c.createForgedJob(t, f.cluster, jobs.OpApply, "forged-apply", map[string]string{jobs.AnnotationApprovedPlan: planHash})
+	c.setJob(t, forgedApply, jobSucceeded, time.Now(), nil)
+	// The server takes Jobs in the order of its watch: once it shows this later run, it has seen
+	// the forged Jobs too.
+	marker := c.createJob(t, f.cluster, jobs.OpRefresh, 1, nil)
+	eventually(t, 10*time.Second, func(context.Context) error {
+		if out, err := kubectl(t, "get", "runs", "-n", f.ns, "-o", "name"); err != nil || !strings.Contains(out, marker.Name) {
+			return fmt.Errorf("runs: %v %s", err, out)
+		}
+		return nil
+	})
+
+	for _, resource := range []string{"runs", "plans"} {
+		out := mustKubectl(t, "get", resource, "-n", f.ns, "-o", "name")
+		if strings.Contains(out, "forged-") {
+			t.Errorf("%s show a forged Job:\n%s", resource, out)
+		}
+	}
+	if out := mustKubectl(t, "get", "plan", f.current, "-n", f.ns, "-o", "jsonpath={.status.phase}"); out != "AwaitingApproval" {
+		t.Errorf("the real plan is %s among forged Jobs, want AwaitingApproval", out)
+	}
+	code, body := approver.approve(t, f.ns, forgedPlan.Name, approvalBody(forgedPlan.Name, planHash2), false)
+	if code != http.StatusNotFound || !strings.Contains(body, "has no controller owner reference") {
+		t.Errorf("approval of the forged plan: %d %s, want 404 that says why", code, body)
+	}
+	if got := f.annotationsOf(t, c); len(got) != 0 {
+		t.Errorf("annotations written on %s: %v", f.cluster.Name, got)
 	}
 }
