@@ -2,10 +2,12 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -32,38 +34,52 @@ const Component = "captf-nodeagent"
 // Run registers the Node, binds the selected unscheduled pods to it and runs the pods bound to
 // it as local processes, until ctx is done. It then kills every process it started, waits for
 // them to be gone, marks the Node not ready and returns nil. It returns an error only when it
-// cannot start: a bad Config, or an API server that refuses the Node.
+// cannot start: a bad Config, or an API server that refuses the Node. It is New followed by
+// Agent.Run; use those to push images while the agent runs.
 func Run(ctx context.Context, cfg Config) error {
+	a, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// New checks cfg and returns an agent that knows cfg.Images, ready to Run.
+func New(cfg Config) (*Agent, error) {
 	cfg, err := cfg.complete()
 	if err != nil {
-		return fmt.Errorf("nodeagent: invalid config: %w", err)
+		return nil, fmt.Errorf("nodeagent: invalid config: %w", err)
 	}
 	restConfig := rest.CopyConfig(cfg.RESTConfig)
 	restConfig.UserAgent = Component
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
-		return fmt.Errorf("nodeagent: creating the client: %w", err)
+		return nil, fmt.Errorf("nodeagent: creating the client: %w", err)
 	}
-	a := &agent{
+	a := &Agent{
 		cfg:      cfg,
 		client:   client,
 		log:      cfg.Log.WithValues("node", cfg.NodeName),
+		images:   newRegistry(),
 		workers:  map[types.UID]*podWorker{},
 		finished: map[types.UID]*finishedPod{},
-		bindQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent-bind"}),
-		syncQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent-sync"}),
 	}
-	return a.run(ctx)
+	for ref, img := range cfg.Images {
+		a.images.push(ref, img)
+	}
+	return a, nil
 }
 
-// agent is one running node agent.
-type agent struct {
+// Agent is one node agent, made by New. Its methods are safe for concurrent use.
+type Agent struct {
 	cfg      Config
 	client   kubernetes.Interface
 	log      logr.Logger
 	recorder record.EventRecorder
+	// images is what image references stand for; PushImage changes it while pods run.
+	images *registry
+	// started makes a second Run fail: the queues and informers serve one run.
+	started atomic.Bool
 
 	nodePods    cache.SharedIndexInformer
 	unscheduled cache.SharedIndexInformer
@@ -81,6 +97,20 @@ type agent struct {
 	workersWG sync.WaitGroup
 }
 
+// Run runs the agent until ctx is done, as the package's Run does. An Agent runs once; a
+// second call returns an error.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.started.CompareAndSwap(false, true) {
+		return errors.New("nodeagent: the agent has already run")
+	}
+	// The queues start goroutines, so they are made here rather than in New.
+	a.bindQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent-bind"})
+	a.syncQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent-sync"})
+	return a.run(ctx)
+}
+
 // finishedPod remembers a pod the agent no longer runs.
 type finishedPod struct {
 	key string
@@ -88,11 +118,11 @@ type finishedPod struct {
 	deleted bool
 }
 
-func (a *agent) podsDir() string { return filepath.Join(a.cfg.WorkDir, "pods") }
+func (a *Agent) podsDir() string { return filepath.Join(a.cfg.WorkDir, "pods") }
 
-func (a *agent) podDir(uid types.UID) string { return filepath.Join(a.podsDir(), string(uid)) }
+func (a *Agent) podDir(uid types.UID) string { return filepath.Join(a.podsDir(), string(uid)) }
 
-func (a *agent) run(ctx context.Context) error {
+func (a *Agent) run(ctx context.Context) error {
 	if err := os.MkdirAll(a.podsDir(), 0o755); err != nil {
 		return fmt.Errorf("nodeagent: %w", err)
 	}
@@ -159,7 +189,7 @@ func (a *agent) run(ctx context.Context) error {
 	return nil
 }
 
-func (a *agent) podInformer(modify func(*metav1.ListOptions)) cache.SharedIndexInformer {
+func (a *Agent) podInformer(modify func(*metav1.ListOptions)) cache.SharedIndexInformer {
 	pods := a.client.CoreV1().Pods(metav1.NamespaceAll)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -176,7 +206,7 @@ func (a *agent) podInformer(modify func(*metav1.ListOptions)) cache.SharedIndexI
 
 // removeStaleDirs removes the directories of pods that are no longer bound to this Node, left by
 // an earlier run of the agent.
-func (a *agent) removeStaleDirs() {
+func (a *Agent) removeStaleDirs() {
 	entries, err := os.ReadDir(a.podsDir())
 	if err != nil {
 		return
@@ -193,7 +223,7 @@ func (a *agent) removeStaleDirs() {
 }
 
 // processBind binds one unscheduled pod to the Node; no scheduler runs beside the agent.
-func (a *agent) processBind(ctx context.Context) bool {
+func (a *Agent) processBind(ctx context.Context) bool {
 	key, shutdown := a.bindQueue.Get()
 	if shutdown {
 		return false
@@ -232,7 +262,7 @@ func (a *agent) processBind(ctx context.Context) bool {
 
 // processSync reconciles one pod of the Node: it starts a worker for a new pod, passes updates
 // to a running worker and finalizes the deletion of pods that no longer run.
-func (a *agent) processSync(ctx context.Context) bool {
+func (a *Agent) processSync(ctx context.Context) bool {
 	key, shutdown := a.syncQueue.Get()
 	if shutdown {
 		return false
@@ -247,7 +277,7 @@ func (a *agent) processSync(ctx context.Context) bool {
 	return true
 }
 
-func (a *agent) sync(ctx context.Context, key string) error {
+func (a *Agent) sync(ctx context.Context, key string) error {
 	obj, exists, err := a.nodePods.GetStore().GetByKey(key)
 	if err != nil {
 		return err
@@ -324,7 +354,7 @@ func (a *agent) sync(ctx context.Context, key string) error {
 
 // workerDone forgets a worker and has the agent look at its pod once more, which completes a
 // deletion that happened while the worker ran.
-func (a *agent) workerDone(w *podWorker) {
+func (a *Agent) workerDone(w *podWorker) {
 	a.mu.Lock()
 	delete(a.workers, w.uid)
 	a.finished[w.uid] = &finishedPod{key: w.key, deleted: w.deleted}
@@ -333,7 +363,7 @@ func (a *agent) workerDone(w *podWorker) {
 }
 
 // deletePod removes a pod from the API with grace period 0, once its processes are gone.
-func (a *agent) deletePod(ctx context.Context, pod *corev1.Pod) error {
+func (a *Agent) deletePod(ctx context.Context, pod *corev1.Pod) error {
 	err := a.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0),
 		Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),

@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -70,8 +68,10 @@ type Config struct {
 	// WorkDir holds the agent's per-pod directories (WorkDir/pods/<uid>). Required.
 	WorkDir string
 
-	// Images maps image references, exactly as pods name them, to local files. A container
-	// whose image is not here waits with ErrImagePull, and its pod stays Pending.
+	// Images maps image references (a name with an optional tag, no digest), exactly as pods
+	// name them, to local files. Each mapping gets a digest, and a pod may also name it as
+	// <repository>@sha256:<hex>; Agent.PushImage changes a reference while the agent runs. A
+	// container whose image is unknown waits with ErrImagePull, and its pod stays Pending.
 	Images map[string]Image
 
 	// APIServerURL is the API server URL written into the kubeconfig a pod gets in place of
@@ -137,29 +137,13 @@ func (cfg Config) complete() (Config, error) {
 		cfg.WorkDir = abs
 	}
 	images := make(map[string]Image, len(cfg.Images))
-	for ref, img := range cfg.Images {
-		if ref == "" {
-			errs = append(errs, errors.New("Images: an image reference is empty"))
+	for _, ref := range sortedKeys(cfg.Images) {
+		img, err := normalizeImage(ref, cfg.Images[ref])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("Images: %w", err))
 			continue
 		}
-		paths := make(map[string]string, len(img.Paths))
-		for in, local := range img.Paths {
-			if !strings.HasPrefix(in, "/") {
-				errs = append(errs, fmt.Errorf("Images[%q]: path %q inside the image is not absolute", ref, in))
-				continue
-			}
-			if local == "" {
-				errs = append(errs, fmt.Errorf("Images[%q]: path %q has no local path", ref, in))
-				continue
-			}
-			abs, err := filepath.Abs(local)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("Images[%q]: %w", ref, err))
-				continue
-			}
-			paths[path.Clean(in)] = abs
-		}
-		images[ref] = Image{Paths: paths, Command: append([]string(nil), img.Command...)}
+		images[ref] = img
 	}
 	cfg.Images = images
 	if cfg.RESTConfig != nil {

@@ -68,6 +68,8 @@ type fixture struct {
 	client kubernetes.Interface
 	ns     string
 	cfg    nodeagent.Config
+	// agent is the running agent, for pushing images.
+	agent *nodeagent.Agent
 
 	cancel context.CancelFunc
 	done   chan error
@@ -130,9 +132,13 @@ func newNamespace(t *testing.T, mut func(*nodeagent.Config)) *fixture {
 // start runs the agent in the background and waits for its Node to be Ready.
 func (f *fixture) start() {
 	f.t.Helper()
+	agent, err := nodeagent.New(f.cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f.cancel, f.done = cancel, make(chan error, 1)
-	go func() { f.done <- nodeagent.Run(ctx, f.cfg) }()
+	f.agent, f.cancel, f.done = agent, cancel, make(chan error, 1)
+	go func() { f.done <- agent.Run(ctx) }()
 	f.waitFor("the node to be Ready", 30*time.Second, func() (bool, string) {
 		select {
 		case err := <-f.done:

@@ -27,7 +27,7 @@ import (
 // address with a self-signed certificate: the test API server is started without
 // --kubelet-certificate-authority and so does not verify it, and it sends no client
 // certificate, so this dev-only endpoint does not authenticate. It returns the port.
-func (a *agent) serveLogs(ctx context.Context) (int, error) {
+func (a *Agent) serveLogs(ctx context.Context) (int, error) {
 	cert, err := selfSigned()
 	if err != nil {
 		return 0, err
@@ -49,7 +49,7 @@ func (a *agent) serveLogs(ctx context.Context) (int, error) {
 
 // containerLogs writes a container's log file; with follow=true it keeps writing what the
 // container appends until the container has terminated or the client goes away.
-func (a *agent) containerLogs(w http.ResponseWriter, r *http.Request) {
+func (a *Agent) containerLogs(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("namespace") + "/" + r.PathValue("pod")
 	container := r.PathValue("container")
 	pod := a.podByKey(key)
@@ -89,7 +89,7 @@ func (a *agent) containerLogs(w http.ResponseWriter, r *http.Request) {
 }
 
 // podByKey returns a pod of this node from the informer, or nil.
-func (a *agent) podByKey(key string) *corev1.Pod {
+func (a *Agent) podByKey(key string) *corev1.Pod {
 	obj, exists, err := a.nodePods.GetIndexer().GetByKey(key)
 	if err != nil || !exists {
 		return nil

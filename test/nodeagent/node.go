@@ -27,7 +27,7 @@ const (
 )
 
 // nodeConditions are the Node's conditions; ready tells the Ready condition.
-func (a *agent) nodeConditions(ready bool, now metav1.Time) []corev1.NodeCondition {
+func (a *Agent) nodeConditions(ready bool, now metav1.Time) []corev1.NodeCondition {
 	readyCond := corev1.NodeCondition{
 		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "NodeAgentReady",
 		Message: "the captf node agent is running pods as local processes",
@@ -46,7 +46,7 @@ func (a *agent) nodeConditions(ready bool, now metav1.Time) []corev1.NodeConditi
 	return conds
 }
 
-func (a *agent) nodeStatus(ready bool) corev1.NodeStatus {
+func (a *Agent) nodeStatus(ready bool) corev1.NodeStatus {
 	hostname, _ := os.Hostname()
 	addresses := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}}
 	if hostname != "" {
@@ -71,7 +71,7 @@ func (a *agent) nodeStatus(ready bool) corev1.NodeStatus {
 
 // registerNode creates the Node, or takes over one left by an earlier run, and reports it
 // Ready. It also writes the first heartbeat Lease.
-func (a *agent) registerNode(ctx context.Context) error {
+func (a *Agent) registerNode(ctx context.Context) error {
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: a.cfg.NodeName,
@@ -97,7 +97,7 @@ func (a *agent) registerNode(ctx context.Context) error {
 }
 
 // updateNodeStatus writes the Node's status; a Node deleted meanwhile is created again.
-func (a *agent) updateNodeStatus(ctx context.Context, ready bool) error {
+func (a *Agent) updateNodeStatus(ctx context.Context, ready bool) error {
 	node, err := a.client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) && ready {
 		return a.registerNode(ctx)
@@ -119,7 +119,7 @@ func (a *agent) updateNodeStatus(ctx context.Context, ready bool) error {
 }
 
 // heartbeat renews the node Lease and refreshes the Node's conditions until ctx is done.
-func (a *agent) heartbeat(ctx context.Context) {
+func (a *Agent) heartbeat(ctx context.Context) {
 	lease := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer lease.Stop()
 	status := time.NewTicker(a.cfg.NodeStatusInterval)
@@ -139,13 +139,13 @@ func (a *agent) heartbeat(ctx context.Context) {
 }
 
 // renewLease writes the node heartbeat Lease in kube-node-lease, owned by the Node.
-func (a *agent) renewLease(ctx context.Context) {
+func (a *Agent) renewLease(ctx context.Context) {
 	if err := a.tryRenewLease(ctx); err != nil && ctx.Err() == nil {
 		a.log.Error(err, "renewing the node lease")
 	}
 }
 
-func (a *agent) tryRenewLease(ctx context.Context) error {
+func (a *Agent) tryRenewLease(ctx context.Context) error {
 	leases := a.client.CoordinationV1().Leases(leaseNamespace)
 	now := metav1.NewMicroTime(time.Now())
 	lease, err := leases.Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
@@ -180,7 +180,7 @@ func (a *agent) tryRenewLease(ctx context.Context) error {
 
 // markNodeStopped reports the Node not ready after the agent stopped, so nobody waits on it; a
 // best effort, since the agent is going away.
-func (a *agent) markNodeStopped() {
+func (a *Agent) markNodeStopped() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := a.updateNodeStatus(ctx, false); err != nil {

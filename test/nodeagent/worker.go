@@ -55,7 +55,7 @@ func (e *startError) Error() string { return e.err.Error() }
 // podWorker runs one pod: it prepares its volumes, runs its init containers in order and then
 // its containers, reports their status and stops them when the pod is deleted.
 type podWorker struct {
-	a         *agent
+	a         *Agent
 	uid       types.UID
 	key       string
 	namespace string
@@ -82,6 +82,9 @@ type podWorker struct {
 	// kubeconfig is set when the pod's containers get a kubeconfig for in-cluster access.
 	kubeconfig   bool
 	tokenRenewal time.Time
+
+	// images holds what the pod's image references resolved to, by reference; guarded by mu.
+	images map[string]resolvedImage
 }
 
 // podState is what the worker reports in the pod's status.
@@ -110,7 +113,7 @@ type containerState struct {
 	imageID     string
 }
 
-func newPodWorker(a *agent, key string, pod *corev1.Pod) *podWorker {
+func newPodWorker(a *Agent, key string, pod *corev1.Pod) *podWorker {
 	w := &podWorker{
 		a:         a,
 		uid:       pod.UID,
@@ -418,12 +421,32 @@ func (w *podWorker) pathMapFor(pod *corev1.Pod, c *corev1.Container) pathMap {
 	for _, m := range c.VolumeMounts {
 		b.add(m.MountPath, w.mountLocal(pod, m))
 	}
-	if img, ok := w.a.cfg.Images[c.Image]; ok {
+	if img, err := w.image(c.Image); err == nil {
 		for _, in := range sortedKeys(img.Paths) {
 			b.add(in, img.Paths[in])
 		}
 	}
 	return b.build()
+}
+
+// image resolves an image reference of the pod once and keeps the result for the pod's life,
+// as a node keeps the image it pulled: the volume files, every container and every restart of
+// the pod see one mapping, even when the tag is re-pushed while the pod runs.
+func (w *podWorker) image(ref string) (resolvedImage, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if img, ok := w.images[ref]; ok {
+		return img, nil
+	}
+	img, err := w.a.images.resolve(ref)
+	if err != nil {
+		return resolvedImage{}, err
+	}
+	if w.images == nil {
+		w.images = map[string]resolvedImage{}
+	}
+	w.images[ref] = img
+	return img, nil
 }
 
 func (w *podWorker) terminationPath(container string) string {
@@ -471,12 +494,12 @@ func (w *podWorker) runContainer(ctx context.Context, c *containerState) bool {
 			return false
 		}
 		pod, _ := w.latest()
-		img, ok := w.a.cfg.Images[c.spec.Image]
-		if !ok {
-			w.imagePullFailure(ctx, pod, c)
+		img, err := w.image(c.spec.Image)
+		if err != nil {
+			w.imagePullFailure(ctx, pod, c, err)
 			return false
 		}
-		spec, err := w.buildProcess(ctx, pod, c, img)
+		spec, err := w.buildProcess(ctx, pod, c, img.Image)
 		var we *waitError
 		var se *startError
 		var code int32
@@ -501,7 +524,7 @@ func (w *podWorker) runContainer(ctx context.Context, c *containerState) bool {
 			}
 			continue
 		default:
-			code = w.execute(ctx, pod, c, spec)
+			code = w.execute(ctx, pod, c, spec, img.id)
 			if ctx.Err() != nil {
 				return false
 			}
@@ -530,10 +553,10 @@ func (w *podWorker) runContainer(ctx context.Context, c *containerState) bool {
 	}
 }
 
-// imagePullFailure reports an image the agent has no mapping for, as a node reports an image it
-// cannot pull, and waits until the pod stops.
-func (w *podWorker) imagePullFailure(ctx context.Context, pod *corev1.Pod, c *containerState) {
-	msg := fmt.Sprintf("image %q is not in the node agent's image map", c.spec.Image)
+// imagePullFailure reports an image the agent cannot resolve (err says why), as a node reports
+// an image it cannot pull, and waits until the pod stops.
+func (w *podWorker) imagePullFailure(ctx context.Context, pod *corev1.Pod, c *containerState, err error) {
+	msg := err.Error()
 	w.setState(c, waiting("ErrImagePull", msg))
 	w.event(pod, c.spec.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %s", c.spec.Image, msg))
 	w.publish(ctx, 5)
@@ -648,8 +671,8 @@ func executable(p string) error {
 }
 
 // execute starts a container's process, waits for it (stopping it when the pod must stop) and
-// reports its end. It returns the exit code.
-func (w *podWorker) execute(ctx context.Context, pod *corev1.Pod, c *containerState, spec procSpec) int32 {
+// reports its end, with imageID as the container's image ID. It returns the exit code.
+func (w *podWorker) execute(ctx context.Context, pod *corev1.Pod, c *containerState, spec procSpec, imageID string) int32 {
 	name := c.spec.Name
 	fail := func(err error) int32 { return w.startFailed(ctx, pod, c, err) }
 	logFile, err := os.OpenFile(w.logPath(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -677,7 +700,7 @@ func (w *podWorker) execute(ctx context.Context, pod *corev1.Pod, c *containerSt
 	started := metav1.Now()
 	w.mu.Lock()
 	c.containerID = fmt.Sprintf("local-process://%d", p.Pid())
-	c.imageID = "local-process://" + c.spec.Image
+	c.imageID = imageID
 	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}
 	if !c.init && w.state.phase == corev1.PodPending {
 		w.state.phase = corev1.PodRunning

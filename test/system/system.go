@@ -62,6 +62,7 @@ type System struct {
 
 	cancel     context.CancelFunc
 	processes  []*process
+	agent      *nodeagent.Agent
 	agentDone  chan error
 	agentStops context.CancelFunc
 }
@@ -124,26 +125,48 @@ func (s *System) install(ctx context.Context) error {
 
 func (s *System) startNodeAgent(ctx context.Context, extra map[string]nodeagent.Image) error {
 	images := map[string]nodeagent.Image{
-		RunnerImage: {Paths: map[string]string{"/runner": filepath.Join(s.BinDir, "runner")}},
-		SampleNoopImage: {Paths: map[string]string{
-			"/captf/module":  filepath.Join(s.Env.RepoRoot, "artifacts", "samples", "modules", "noop"),
-			"/captf/runtime": filepath.Join(s.Env.BinDir, testenv.TofuBinary),
-		}},
+		RunnerImage:     {Paths: map[string]string{"/runner": filepath.Join(s.BinDir, "runner")}},
+		SampleNoopImage: s.ModuleImage(filepath.Join(s.Env.RepoRoot, "artifacts", "samples", "modules", "noop")),
 	}
 	for ref, img := range extra {
 		images[ref] = img
 	}
-	agentCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.agentStops = cancel
-	s.agentDone = make(chan error, 1)
-	cfg := nodeagent.Config{
+	agent, err := nodeagent.New(nodeagent.Config{
 		RESTConfig:         s.Env.Config,
 		WorkDir:            filepath.Join(s.Env.Dir, "nodeagent"),
 		Images:             images,
 		RewriteVolumeFiles: true,
+	})
+	if err != nil {
+		return err
 	}
-	go func() { s.agentDone <- nodeagent.Run(agentCtx, cfg) }()
+	agentCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.agent, s.agentStops, s.agentDone = agent, cancel, make(chan error, 1)
+	go func() { s.agentDone <- agent.Run(agentCtx) }()
 	return nil
+}
+
+// ModuleImage is the mapping of a module image whose module is the directory dir, with
+// OpenTofu from bin/ as its runtime, as SampleNoopImage's; give it to PushImage.
+func (s *System) ModuleImage(dir string) nodeagent.Image {
+	return nodeagent.Image{Paths: map[string]string{
+		"/captf/module":  dir,
+		"/captf/runtime": filepath.Join(s.Env.BinDir, testenv.TofuBinary),
+	}}
+}
+
+// PushImage re-pushes the image reference ref (a name and tag, e.g. SampleNoopImage) in the
+// node agent, as pushing to a registry: Jobs that start afterwards and name ref run img, while
+// <repository>@<old digest> still runs what ref was before. It returns img's digest
+// (sha256:<hex>), which pods report in their containers' imageID as <repository>@<digest>.
+func (s *System) PushImage(ref string, img nodeagent.Image) (string, error) {
+	return s.agent.PushImage(ref, img)
+}
+
+// ImageDigest returns the digest (sha256:<hex>) the image reference ref points to now in the
+// node agent.
+func (s *System) ImageDigest(ref string) (string, error) {
+	return s.agent.ImageDigest(ref)
 }
 
 func (s *System) startAPIServer(ctx context.Context) error {
