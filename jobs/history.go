@@ -83,6 +83,43 @@ func newer(a, b *batchv1.Job) bool {
 	return a.Name > b.Name
 }
 
+// ActiveJob returns the newest Job of all that has not finished, or nil when every one has.
+// Newest means the latest creation time, then OpJobs' order for Jobs created in the same second
+// (a higher attempt, then the greater name).
+//
+// The runs of one object never overlap, so normally at most one Job is unfinished. When more
+// are (a pass that acted on a stale cache started another, or someone made one by hand), the
+// newest is the one started last: status.activeJob then follows the run most recently begun
+// rather than an older straggler. And since the choice depends on the Jobs alone, never on the
+// order a cache happens to list them in, every reader names the same Job.
+func ActiveJob(all []batchv1.Job) *batchv1.Job {
+	var active *batchv1.Job
+	for i := range all {
+		j := &all[i]
+		if OutcomeOf(j).Finished() {
+			continue
+		}
+		if active == nil || active.CreationTimestamp.Before(&j.CreationTimestamp) ||
+			active.CreationTimestamp.Equal(&j.CreationTimestamp) && newer(j, active) {
+			active = j
+		}
+	}
+	return active
+}
+
+// NewestSuccess returns the newest successful Job of op in OpJobs' order, nil when op has
+// none, and when it finished (see FinishedAt). ok is false when there is no success or the
+// newest one has no recorded finish: an older success never stands in for the newest.
+func NewestSuccess(all []batchv1.Job, op Op) (job *batchv1.Job, finished time.Time, ok bool) {
+	for _, j := range OpJobs(all, op) {
+		if OutcomeOf(j).Succeeded() {
+			finished, ok = FinishedAt(j)
+			return j, finished, ok
+		}
+	}
+	return nil, time.Time{}, false
+}
+
 // NextAttempt returns one more than the highest attempt among the retained Jobs of op, whatever
 // their outcome, and 1 when there are none. It is not a failure count: a count would reuse a
 // pruned attempt's name (a1 to a5 failed, a3 to a5 kept: a count gives a4, this gives a6), and

@@ -351,3 +351,95 @@ func TestRemediation(t *testing.T) {
 		})
 	}
 }
+
+func TestActiveJob(t *testing.T) {
+	tests := []struct {
+		name string
+		all  []batchv1.Job
+		want string // "" for none
+	}{
+		{"no Jobs, no active Job", nil, ""},
+		{"finished Jobs of every outcome are not active", jobs(
+			mkJob(OpApply, 1, succeeded), mkJob(OpApply, 2, failed), mkJob(OpApply, 3, interrupted),
+			mkJob(OpApply, 4, blocked), mkJob(OpPlan, 1, planUnreadable), mkJob(OpDrift, 1, deadline),
+		), ""},
+		{"a running Job is active", jobs(mkJob(OpApply, 1, succeeded), mkJob(OpDrift, 2, running)), "drift-a2"},
+		{"a pending Job, not started yet, is active", jobs(mkJob(OpApply, 1, succeeded), mkJob(OpPlan, 2, pending)), "plan-a2"},
+		{"of several unfinished Jobs the newest created is active, whatever the list order", jobs(
+			mkJob(OpRefresh, 1, running, createdAt(at(30))), mkJob(OpApply, 5, running, createdAt(at(20))), mkJob(OpDrift, 1, running, createdAt(at(10))),
+		), "refresh-a1"},
+		{"a newer finished Job does not hide an older unfinished one", jobs(mkJob(OpApply, 1, running), mkJob(OpApply, 2, failed)), "apply-a1"},
+		{"unfinished Jobs created in the same second go by attempt", jobs(
+			mkJob(OpApply, 2, running, createdAt(at(1))), mkJob(OpApply, 3, running, createdAt(at(1))), mkJob(OpApply, 1, running, createdAt(at(1))),
+		), "apply-a3"},
+		{"unfinished Jobs created in the same second with the same attempt go by name", jobs(
+			mkJob(OpDrift, 1, running, createdAt(at(1))), mkJob(OpRefresh, 1, running, createdAt(at(1))), mkJob(OpApply, 1, running, createdAt(at(1))),
+		), "refresh-a1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, order := range [][]batchv1.Job{tt.all, reversed(tt.all)} {
+				got := ""
+				if j := ActiveJob(order); j != nil {
+					got = j.Name
+				}
+				if got != tt.want {
+					t.Errorf("ActiveJob(%v) = %q, want %q", jobNames(order), got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestNewestSuccess(t *testing.T) {
+	tests := []struct {
+		name         string
+		all          []batchv1.Job
+		op           Op
+		wantJob      string // "" for none
+		wantFinished time.Time
+		wantOK       bool
+	}{
+		{"no Jobs, no success", nil, OpApply, "", time.Time{}, false},
+		{"failures are no success", jobs(mkJob(OpApply, 1, failed), mkJob(OpApply, 2, planChanged)), OpApply, "", time.Time{}, false},
+		{"a running Job is no success", jobs(mkJob(OpApply, 1, running)), OpApply, "", time.Time{}, false},
+		{"the newest success of op, by attempt, and when it finished", jobs(
+			mkJob(OpApply, 1, succeeded), mkJob(OpApply, 3, succeeded), mkJob(OpApply, 4, failed), mkJob(OpApply, 2, succeeded),
+		), OpApply, "apply-a3", at(35), true},
+		{"another op's success does not count", jobs(mkJob(OpDrift, 5, succeeded), mkJob(OpApply, 1, succeeded)), OpApply, "apply-a1", at(15), true},
+		{"the finish comes from the Complete condition", jobs(mkJob(OpRefresh, 1, succeeded, finishedAt(at(99)))), OpRefresh, "refresh-a1", at(99), true},
+		{"a newest success without a recorded finish is not ok, and no older one stands in", jobs(
+			mkJob(OpDrift, 1, succeeded), mkJob(OpDrift, 2, succeeded, finishedAt(time.Time{})),
+		), OpDrift, "drift-a2", time.Time{}, false},
+		{"a plan that succeeded without a readable plan is no success", jobs(mkJob(OpPlan, 1, planUnreadable)), OpPlan, "", time.Time{}, false},
+		{"an unknown op has no success", jobs(mkJob(OpApply, 1, succeeded)), Op("bogus"), "", time.Time{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			job, finished, ok := NewestSuccess(tt.all, tt.op)
+			got := ""
+			if job != nil {
+				got = job.Name
+			}
+			if got != tt.wantJob || !finished.Equal(tt.wantFinished) || ok != tt.wantOK {
+				t.Errorf("NewestSuccess(%s) = %q, %v, %v; want %q, %v, %v", tt.op, got, finished, ok, tt.wantJob, tt.wantFinished, tt.wantOK)
+			}
+		})
+	}
+}
+
+// reversed returns a reversed copy of js.
+func reversed(js []batchv1.Job) []batchv1.Job {
+	out := slices.Clone(js)
+	slices.Reverse(out)
+	return out
+}
+
+// jobNames returns the names of the Jobs, in order.
+func jobNames(js []batchv1.Job) []string {
+	out := []string{}
+	for i := range js {
+		out = append(out, js[i].Name)
+	}
+	return out
+}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 )
 
 // Kind is the kind of an object that runs Jobs.
@@ -20,17 +22,11 @@ const (
 	KindMachinePool Kind = "TerraformMachinePool"
 )
 
-// Short returns the kind's short form used in names (c, m, mp), or "" for any other kind.
+// Short returns the kind's short form used in names (c, m, mp, from infrav1.Kinds), or "" for
+// any other kind.
 func (k Kind) Short() string {
-	switch k {
-	case KindCluster:
-		return "c"
-	case KindMachine:
-		return "m"
-	case KindMachinePool:
-		return "mp"
-	}
-	return ""
+	info, _ := infrav1.KindInfoOf(string(k))
+	return info.Short
 }
 
 // Valid reports whether k is one of the three kinds that run Jobs.
@@ -246,18 +242,18 @@ func TimeTick(t time.Time) string {
 	return t.UTC().Truncate(time.Second).Format(time.RFC3339)
 }
 
-// ShortenName returns name when it fits max characters, and otherwise its first characters, a
-// "-" and the first 16 hex characters of its SHA-256, max characters in all. Trailing "-" and
-// "." are trimmed from the kept part so that a valid DNS subdomain stays valid. A max below 18
+// ShortenName returns name when it fits limit characters, and otherwise its first characters, a
+// "-" and the first 16 hex characters of its SHA-256, limit characters in all. Trailing "-" and
+// "." are trimmed from the kept part so that a valid DNS subdomain stays valid. A limit below 18
 // leaves room for the hash alone.
-func ShortenName(name string, max int) string {
-	if len(name) <= max {
+func ShortenName(name string, limit int) string {
+	if len(name) <= limit {
 		return name
 	}
 	h := hash16(name)
-	keep := max - len(h) - 1
+	keep := limit - len(h) - 1
 	if keep <= 0 {
-		return h[:min(len(h), max)]
+		return h[:min(len(h), limit)]
 	}
 	prefix := strings.TrimRight(name[:keep], "-.")
 	if prefix == "" {

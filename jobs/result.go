@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -141,7 +140,7 @@ func EncodeSummary(s Summary) (string, error) {
 		case s.Error != nil && s.Error.Summary != "":
 			// JSON escaping can make the encoded text longer than the string, so the loop
 			// comes back here until it fits or the summary is gone.
-			s.Error.Summary = truncateUTF8(s.Error.Summary, len(s.Error.Summary)-excess)
+			s.Error.Summary = TruncateUTF8(s.Error.Summary, len(s.Error.Summary)-excess)
 		default:
 			return "", fmt.Errorf("%w: %d bytes without lists and error summary, limit %d", ErrSummaryTooLarge, len(b), MaxSummaryBytes)
 		}
@@ -170,12 +169,12 @@ func DecodeSummary(value string) (Summary, error) {
 // never writes into the caller's slices.
 func normalizeSummary(s Summary) Summary {
 	s.Unreadable = false
-	s.Outcome = Outcome(truncateUTF8(string(s.Outcome), maxWordBytes))
+	s.Outcome = Outcome(TruncateUTF8(string(s.Outcome), maxWordBytes))
 	if s.Error != nil {
 		e := *s.Error
-		e.Kind = ErrorKind(truncateUTF8(string(e.Kind), maxWordBytes))
-		e.Step = truncateUTF8(e.Step, maxWordBytes)
-		e.Summary = truncateUTF8(e.Summary, MaxErrorSummaryBytes)
+		e.Kind = ErrorKind(TruncateUTF8(string(e.Kind), maxWordBytes))
+		e.Step = TruncateUTF8(e.Step, maxWordBytes)
+		e.Summary = TruncateUTF8(e.Summary, MaxErrorSummaryBytes)
 		s.Error = &e
 	}
 	if s.Changes != nil {
@@ -247,25 +246,4 @@ func CanonicalJSON(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// truncateUTF8 cuts s to at most n bytes without splitting a UTF-8 sequence.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	if n <= 0 {
-		return ""
-	}
-	// Find the last sequence that starts before n (at most utf8.UTFMax bytes back); cut before
-	// it when it runs past n. Invalid bytes are single "sequences" and cut anywhere.
-	for i := n - 1; i >= 0 && i > n-1-utf8.UTFMax; i-- {
-		if utf8.RuneStart(s[i]) {
-			if _, size := utf8.DecodeRuneInString(s[i:]); i+size > n {
-				return s[:i]
-			}
-			break
-		}
-	}
-	return s[:n]
 }

@@ -232,27 +232,3 @@ func TestDecodeSummary(t *testing.T) {
 		})
 	}
 }
-
-func TestTruncateUTF8(t *testing.T) {
-	tests := []struct {
-		name string
-		in   string
-		n    int
-		want string
-	}{
-		{"a string that fits is kept", "abc", 3, "abc"},
-		{"ASCII is cut at n", "abcdef", 4, "abcd"},
-		{"a character is never split", "aé", 2, "a"},
-		{"a four-byte character is dropped whole", "a😀b", 4, "a"},
-		{"nothing fits in 0 bytes", "abc", 0, ""},
-		{"nothing fits in a negative count", "abc", -5, ""},
-		{"invalid UTF-8 is cut at n", "a\x80\x80\x80\x80\x80", 3, "a\x80\x80"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := truncateUTF8(tt.in, tt.n); got != tt.want {
-				t.Errorf("truncateUTF8(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
-			}
-		})
-	}
-}

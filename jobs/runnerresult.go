@@ -155,7 +155,7 @@ func EncodeRunnerResult(r RunnerResult) ([]byte, error) {
 		case r.Changes != nil:
 			r.Changes = nil
 		case r.Error != nil && r.Error.Tail != "":
-			r.Error.Tail = truncateUTF8(r.Error.Tail, len(r.Error.Tail)-excess)
+			r.Error.Tail = TruncateUTF8(r.Error.Tail, len(r.Error.Tail)-excess)
 		case r.Drift != nil && len(r.Drift.Resources) > 0:
 			r.Drift.Resources = dropTail(r.Drift.Resources, excess)
 			r.Drift.Truncated = true
@@ -199,7 +199,7 @@ func normalizeRunnerResult(r RunnerResult) RunnerResult {
 	}
 	if r.Error != nil {
 		e := *r.Error
-		e.Tail = truncateUTF8(e.Tail, MaxErrorSummaryBytes)
+		e.Tail = TruncateUTF8(e.Tail, MaxErrorSummaryBytes)
 		r.Error = &e
 	}
 	if r.Changes != nil {

@@ -496,11 +496,7 @@ func appliedApproval(job *batchv1.Job, hash string, source PlanSource, retained 
 		if !matches {
 			continue
 		}
-		var at *metav1.Time
-		if t, err := time.Parse(time.RFC3339, a.Annotations[AnnotationApprovedAt]); err == nil {
-			at = &metav1.Time{Time: t}
-		}
-		return a.Annotations[AnnotationApprovedBy], at
+		return approverOf(a.Annotations)
 	}
 	return "", nil
 }

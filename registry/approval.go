@@ -101,6 +101,7 @@ func (a *ApprovalREST) Create(ctx context.Context, name string, obj runtime.Obje
 			continue
 		}
 		if err != nil {
+			klog.FromContext(ctx).Info("Plan approval refused", "plan", klog.KRef(namespace, name), "user", userName, "reason", err.Error())
 			return nil, err
 		}
 		klog.FromContext(ctx).Info("Plan approved", "plan", klog.KRef(namespace, name), "user", userName, "dryRun", dryRun)
@@ -204,26 +205,18 @@ func annotationPatch(resourceVersion string, annotations map[string]string) ([]b
 
 // resourceOf is the resource name of a kind that runs Jobs.
 func resourceOf(kind jobs.Kind) (string, error) {
-	switch kind {
-	case jobs.KindCluster:
-		return "terraformclusters", nil
-	case jobs.KindMachine:
-		return "terraformmachines", nil
-	case jobs.KindMachinePool:
-		return "terraformmachinepools", nil
+	info, ok := infrav1.KindInfoOf(string(kind))
+	if !ok {
+		return "", fmt.Errorf("%q is not a kind that runs Jobs", kind)
 	}
-	return "", fmt.Errorf("%q is not a kind that runs Jobs", kind)
+	return info.Resource, nil
 }
 
 // newOwnerObject returns an empty object of a kind that runs Jobs.
 func newOwnerObject(kind jobs.Kind) (runtime.Object, error) {
-	switch kind {
-	case jobs.KindCluster:
-		return &infrav1.TerraformCluster{}, nil
-	case jobs.KindMachine:
-		return &infrav1.TerraformMachine{}, nil
-	case jobs.KindMachinePool:
-		return &infrav1.TerraformMachinePool{}, nil
+	info, ok := infrav1.KindInfoOf(string(kind))
+	if !ok {
+		return nil, fmt.Errorf("%q is not a kind that runs Jobs", kind)
 	}
-	return nil, fmt.Errorf("%q is not a kind that runs Jobs", kind)
+	return info.New(), nil
 }

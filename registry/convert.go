@@ -113,21 +113,18 @@ func PlanOf(job *batchv1.Job, retained []batchv1.Job, owner jobs.PlanOwner) (*ru
 }
 
 // PlanOwnerOf returns what the plan phase needs from an owning object: its status.plan (a
-// TerraformCluster's; nil for other kinds or when there is none) and its approval annotations.
-// The current inputs hash is left empty: only the controller renders inputs, so status.plan and
-// the Jobs decide which plan is current.
+// TerraformCluster's; nil for other kinds or when there is none) and its approvals, as
+// jobs.ApprovalsOf reads them. The current inputs hash is left empty: only the controller
+// renders inputs, so status.plan and the Jobs decide which plan is current.
 func PlanOwnerOf(annotations map[string]string, plan *jobs.CurrentPlan) jobs.PlanOwner {
-	owner := jobs.PlanOwner{
+	a := jobs.ApprovalsOf(annotations)
+	return jobs.PlanOwner{
 		Plan:                   plan,
-		ApprovePlan:            annotations[jobs.AnnotationApprovePlan],
-		ApproveDestructivePlan: annotations[jobs.AnnotationApproveDestructivePlan],
-		ApprovedBy:             annotations[jobs.AnnotationApprovedBy],
+		ApprovePlan:            a.Plan,
+		ApproveDestructivePlan: a.DestructivePlan,
+		ApprovedBy:             a.By,
+		ApprovedAt:             a.At,
 	}
-	if at, err := time.Parse(time.RFC3339, annotations[jobs.AnnotationApprovedAt]); err == nil {
-		t := metav1.NewTime(at)
-		owner.ApprovedAt = &t
-	}
-	return owner
 }
 
 // objectMetaOf is the metadata a run or plan takes from its Job.

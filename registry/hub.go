@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
 )
 
 // Sizes of the watch hub.
@@ -105,6 +106,9 @@ func (h *hub) publish(events []hubEvent) {
 			if ev, ok := w.translate(e); ok && !w.offer(ev) {
 				delete(h.watchers, w)
 				close(w.in)
+				// The client relists and watches again from where it is; say so, since a watcher
+				// that keeps falling behind is worth finding.
+				klog.Background().Info("Closed a watch that fell behind", "selection", w.sel.key(), "buffered", cap(w.in))
 			}
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/apis/runs"
 	"github.com/captf/captf/apis/runs/v1alpha1"
 	"github.com/captf/captf/jobs"
@@ -44,7 +45,8 @@ func NewSource(kube kubernetes.Interface, infra restclient.Interface) (*Source, 
 
 	owners := map[jobs.Kind]cache.Indexer{}
 	var informers []cache.SharedIndexInformer
-	for _, kind := range []jobs.Kind{jobs.KindCluster, jobs.KindMachine, jobs.KindMachinePool} {
+	for _, info := range infrav1.Kinds {
+		kind := jobs.Kind(info.Kind)
 		resource, err := resourceOf(kind)
 		if err != nil {
 			return nil, err

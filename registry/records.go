@@ -20,30 +20,13 @@ import (
 	"github.com/captf/captf/jobs"
 )
 
-// jobAnnotations are the Job annotations the run model reads (jobs.ViewRun, jobs.ViewPlan); the
+// jobAnnotations are the Job annotations the run model reads (see jobs.ViewAnnotations); the
 // server keeps only these, since the others are never shown.
-var jobAnnotations = []string{
-	jobs.AnnotationInputsHash,
-	jobs.AnnotationDriftRemediation,
-	jobs.AnnotationApprovedPlan,
-	jobs.AnnotationBookkept,
-	jobs.AnnotationInterrupted,
-	jobs.AnnotationDestructivePlanBlocked,
-	jobs.AnnotationPlanChanged,
-	jobs.AnnotationPlanUnreadable,
-	jobs.AnnotationResult,
-	jobs.AnnotationApprovedBy,
-	jobs.AnnotationApprovedAt,
-}
+var jobAnnotations = jobs.ViewAnnotations()
 
 // ownerAnnotations are the annotations of an owning object that the plan phase and the
-// approval read.
-var ownerAnnotations = []string{
-	jobs.AnnotationApprovePlan,
-	jobs.AnnotationApproveDestructivePlan,
-	jobs.AnnotationApprovedBy,
-	jobs.AnnotationApprovedAt,
-}
+// approval read (see jobs.ApprovalsOf).
+var ownerAnnotations = jobs.ApprovalAnnotations()
 
 // Bounds of the text a record keeps. Whoever may write Jobs in a namespace writes their labels,
 // annotations and owner references, and Kubernetes bounds only their total (256 KiB of

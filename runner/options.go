@@ -7,8 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/runner/plan"
+	"github.com/captf/captf/runner/runflag"
 )
 
 // Defaults of the run flags; the paths are the pod layout the Job mounts.
@@ -36,7 +39,7 @@ type Options struct {
 	// module; the rendered root references it by its own source path.
 	Module string
 	// Providers is an optional provider mirror; when it exists, OpenTofu installs providers
-	// from it only.
+	// from it only. It has no flag: the pod layout fixes it at DefaultProviders.
 	Providers string
 	// Workdir is the writable work directory (root module copy, plan files, data dir, HOME).
 	Workdir string
@@ -100,48 +103,72 @@ func (e *UsageError) Error() string { return e.Err.Error() }
 // Unwrap returns the underlying error.
 func (e *UsageError) Unwrap() error { return e.Err }
 
+// AddFlags defines the flags of `runner run` on fs, bound to o, with o's values as the
+// defaults. The runner's command and the contract test against the Job's arguments both use it.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar((*string)(&o.Op), runflag.Op, string(o.Op), "operation: apply, plan, destroy, refresh, drift or restore (required)")
+	fs.StringArrayVar(&o.Bin, runflag.Bin, o.Bin, "runtime binary and fixed arguments (repeat for each)")
+	fs.StringVar(&o.Config, runflag.Config, o.Config, "directory of the rendered root module")
+	fs.StringVar(&o.Module, runflag.Module, o.Module, "module directory of the image (checked by preflight)")
+	fs.StringVar(&o.Workdir, runflag.Workdir, o.Workdir, "writable work directory")
+	fs.StringVar(&o.Image, runflag.Image, o.Image, "module image reference, reported in the result")
+	fs.StringVar(&o.ResultFile, runflag.Result, o.ResultFile, "file that receives the result document")
+	fs.StringArrayVar(&o.BackendConfig, runflag.BackendConfig, o.BackendConfig, "-backend-config value for init (repeatable)")
+	fs.DurationVar(&o.LockTimeout, runflag.LockTimeout, o.LockTimeout, "how long to wait for the state lock")
+	fs.DurationVar(&o.StopTimeout, runflag.StopTimeout, o.StopTimeout, "how long a stopped runtime may take before it is killed")
+	fs.StringVar(&o.ForceUnlock, runflag.ForceUnlock, o.ForceUnlock, "stale lock ID to release after init")
+	fs.BoolVar(&o.GuardDeletes, runflag.GuardDeletes, o.GuardDeletes, "stop before a plan that deletes or replaces unless approved")
+	fs.StringVar(&o.InputsHash, runflag.InputsHash, o.InputsHash, "hash of this run's rendered inputs")
+	fs.StringVar(&o.AllowDeletesHash, runflag.AllowDeletesHash, o.AllowDeletesHash, "inputs hash whose destructive plans are approved")
+	fs.StringVar(&o.ExpectPlan, runflag.ExpectPlan, o.ExpectPlan, "approved p2: plan hash; apply only a plan with this hash")
+	fs.StringVar(&o.PlanKeyFile, runflag.PlanKeyFile, o.PlanKeyFile, "key of the plan hash")
+	fs.IntVar(&o.RestoreChunks, runflag.RestoreChunks, o.RestoreChunks, "number of backup chunks in <config>/restore/ (restore)")
+	fs.IntVar(&o.RestoreResources, runflag.RestoreResources, o.RestoreResources, "resources the backup held (restore)")
+}
+
 // Validate checks the options that flag parsing cannot. Every error is a *UsageError.
 func (o Options) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	flag := runflag.Flag
 	if !o.Op.Valid() {
-		bad("--op must be one of apply, plan, destroy, refresh, drift, restore; got %q", o.Op)
+		bad("%s must be one of apply, plan, destroy, refresh, drift, restore; got %q", flag(runflag.Op), o.Op)
 	}
 	if len(o.Bin) == 0 || o.Bin[0] == "" {
-		bad("--bin must name the runtime binary")
+		bad("%s must name the runtime binary", flag(runflag.Bin))
 	}
 	for _, f := range []struct{ name, value string }{
-		{"--config", o.Config}, {"--module", o.Module}, {"--workdir", o.Workdir}, {"--result", o.ResultFile},
+		{runflag.Config, o.Config}, {runflag.Module, o.Module}, {runflag.Workdir, o.Workdir}, {runflag.Result, o.ResultFile},
 	} {
 		if f.value == "" {
-			bad("%s must not be empty", f.name)
+			bad("%s must not be empty", flag(f.name))
 		}
 	}
 	if o.LockTimeout < 0 {
-		bad("--lock-timeout must not be negative")
+		bad("%s must not be negative", flag(runflag.LockTimeout))
 	}
 	if o.StopTimeout <= 0 {
-		bad("--stop-timeout must be positive")
+		bad("%s must be positive", flag(runflag.StopTimeout))
 	}
 	if o.GuardDeletes && o.Op != jobs.OpApply {
-		bad("--guard-deletes applies to --op=apply only")
+		bad("%s applies to %s only", flag(runflag.GuardDeletes), runflag.Arg(runflag.Op, string(jobs.OpApply)))
 	}
 	if o.GuardDeletes && o.InputsHash == "" {
-		bad("--guard-deletes needs --inputs-hash")
+		bad("%s needs %s", flag(runflag.GuardDeletes), flag(runflag.InputsHash))
 	}
 	if o.ExpectPlan != "" {
 		if o.Op != jobs.OpApply {
-			bad("--expect-plan applies to --op=apply only")
+			bad("%s applies to %s only", flag(runflag.ExpectPlan), runflag.Arg(runflag.Op, string(jobs.OpApply)))
 		}
 		if !strings.HasPrefix(o.ExpectPlan, plan.HashPrefix) {
-			bad("--expect-plan must be a %s plan hash", plan.HashPrefix)
+			bad("%s must be a %s plan hash", flag(runflag.ExpectPlan), plan.HashPrefix)
 		}
 	}
 	if o.Op == jobs.OpRestore && o.RestoreChunks < 1 {
-		bad("--op=restore needs --restore-chunks of at least 1")
+		bad("%s needs %s of at least 1", runflag.Arg(runflag.Op, string(jobs.OpRestore)), flag(runflag.RestoreChunks))
 	}
 	if o.RestoreChunks < 0 || o.RestoreResources < 0 {
-		bad("--restore-chunks and --restore-resources must not be negative")
+		bad("%s and %s must not be negative", flag(runflag.RestoreChunks), flag(runflag.RestoreResources))
 	}
 	if len(errs) == 0 {
 		return nil

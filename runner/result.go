@@ -25,17 +25,17 @@ func EncodeResult(r jobs.RunnerResult) ([]byte, error) {
 	}
 	r.Image = nil
 	if r.Runtime != nil {
-		r.Runtime = &jobs.RunnerRuntime{Version: cut(r.Runtime.Version)}
+		r.Runtime = &jobs.RunnerRuntime{Version: jobs.TruncateUTF8(r.Runtime.Version, maxFallbackField)}
 	}
 	if doc, err = jobs.EncodeRunnerResult(r); !errors.Is(err, jobs.ErrRunnerResultTooLarge) {
 		return doc, err
 	}
-	minimal := jobs.RunnerResult{Op: jobs.Op(cut(string(r.Op)))}
+	minimal := jobs.RunnerResult{Op: jobs.Op(jobs.TruncateUTF8(string(r.Op), maxFallbackField))}
 	if r.Error != nil {
-		minimal.Error = &jobs.RunnerError{Kind: jobs.ErrorKind(cut(string(r.Error.Kind))), Step: cut(r.Error.Step)}
+		minimal.Error = &jobs.RunnerError{Kind: jobs.ErrorKind(jobs.TruncateUTF8(string(r.Error.Kind), maxFallbackField)), Step: jobs.TruncateUTF8(r.Error.Step, maxFallbackField)}
 	}
 	if r.Plan != nil {
-		minimal.Plan = &jobs.RunnerPlan{Hash: cut(r.Plan.Hash), Counts: r.Plan.Counts, Truncated: true, Destructive: r.Plan.Destructive}
+		minimal.Plan = &jobs.RunnerPlan{Hash: jobs.TruncateUTF8(r.Plan.Hash, maxFallbackField), Counts: r.Plan.Counts, Truncated: true, Destructive: r.Plan.Destructive}
 	}
 	if r.Drift != nil {
 		minimal.Drift = &jobs.RunnerDrift{Detected: r.Drift.Detected, Counts: r.Drift.Counts, Truncated: true}
@@ -45,18 +45,6 @@ func EncodeResult(r jobs.RunnerResult) ([]byte, error) {
 		return nil, fmt.Errorf("encoding the result: %w", err)
 	}
 	return doc, nil
-}
-
-// cut bounds a free-text field of the last-resort result, on a UTF-8 boundary.
-func cut(s string) string {
-	if len(s) <= maxFallbackField {
-		return s
-	}
-	n := maxFallbackField
-	for n > 0 && !isRuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // completeLine matches the summary OpenTofu and Terraform print after an apply or destroy,

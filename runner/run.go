@@ -75,7 +75,7 @@ func Run(ctx context.Context, o Options) (jobs.RunnerResult, int) {
 	if err := o.Validate(); err != nil {
 		r.logf("%v", err)
 		WriteUsageResult(o.Op, o.ResultFile, err)
-		return jobs.RunnerResult{Op: o.Op, Error: &jobs.RunnerError{Kind: jobs.ErrorKindStep, Step: StepFlags, Tail: truncateTail(err.Error())}}, ExitUsage
+		return jobs.RunnerResult{Op: o.Op, Error: &jobs.RunnerError{Kind: jobs.ErrorKindStep, Step: StepFlags, Tail: jobs.TruncateUTF8(err.Error(), jobs.MaxErrorSummaryBytes)}}, ExitUsage
 	}
 	r.res = jobs.RunnerResult{Op: o.Op, Runtime: &jobs.RunnerRuntime{Command: o.Bin}}
 	if o.Image != "" {
@@ -133,7 +133,7 @@ func (r *runner) logf(format string, args ...any) {
 }
 
 func (r *runner) fail(kind jobs.ErrorKind, step, tail string) {
-	r.res.Error = &jobs.RunnerError{Kind: kind, Step: step, Tail: truncateTail(redact(tail, r.sensitive))}
+	r.res.Error = &jobs.RunnerError{Kind: kind, Step: step, Tail: jobs.TruncateUTF8(redact(tail, r.sensitive), jobs.MaxErrorSummaryBytes)}
 }
 
 // run fills r.res.

@@ -104,7 +104,7 @@ func newFakeRun(t *testing.T, op jobs.Op, env ...string) *fakeRun {
 	return f
 }
 
-func (f *fakeRun) run(t *testing.T, ctx context.Context) (jobs.RunnerResult, int) {
+func (f *fakeRun) run(ctx context.Context, t *testing.T) (jobs.RunnerResult, int) {
 	t.Helper()
 	if err := f.opts.Validate(); err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func TestPlanKeyRules(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(f.dir, "show.json"), []byte(`{"format_version":"1.2"}`), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			res, code := f.run(t, context.Background())
+			res, code := f.run(context.Background(), t)
 			if !tt.wantError {
 				if code != ExitOK || res.Error != nil {
 					t.Fatalf("exit %d, error %+v; log:\n%s", code, res.Error, f.stderr)
@@ -219,7 +219,7 @@ func TestImageLayout(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeRun(t, jobs.OpApply)
 			tt.mut(f)
-			res, code := f.run(t, context.Background())
+			res, code := f.run(context.Background(), t)
 			if code != ExitFailure || res.Error == nil || res.Error.Kind != jobs.ErrorKindImageLayout {
 				t.Fatalf("exit %d, error %+v; want image-layout", code, res.Error)
 			}
@@ -304,7 +304,7 @@ func TestStepsPerOp(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(f.dir, "show.json"), []byte(`{"format_version":"1.2","resource_changes":[{"address":"a","mode":"managed","change":{"actions":["update"],"before":{"n":1},"after":{"n":2}}}]}`), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			res, code := f.run(t, context.Background())
+			res, code := f.run(context.Background(), t)
 			if code != ExitOK || res.Error != nil {
 				t.Fatalf("exit %d, error %+v; log:\n%s", code, res.Error, f.stderr)
 			}
@@ -325,7 +325,7 @@ func TestStepsPerOp(t *testing.T) {
 
 func TestRuntimeSeesScrubbedEnvironment(t *testing.T) {
 	f := newFakeRun(t, jobs.OpDestroy, "TF_CLI_CONFIG_FILE=/root/.terraformrc", "KUBE_CONFIG_PATH=/secret/kubeconfig", "TF_VAR_x=value-of-x", "KUBE_NAMESPACE=ns1")
-	if _, code := f.run(t, context.Background()); code != ExitOK {
+	if _, code := f.run(context.Background(), t); code != ExitOK {
 		t.Fatalf("exit %d; log:\n%s", code, f.stderr)
 	}
 	data, err := os.ReadFile(filepath.Join(f.dir, "env"))
@@ -360,7 +360,7 @@ func TestProviderMirror(t *testing.T) {
 	if err := os.Mkdir(f.opts.Providers, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, code := f.run(t, context.Background()); code != ExitOK {
+	if _, code := f.run(context.Background(), t); code != ExitOK {
 		t.Fatalf("exit %d; log:\n%s", code, f.stderr)
 	}
 	data, _ := os.ReadFile(filepath.Join(f.dir, "env"))
@@ -377,7 +377,7 @@ func TestShowOutputIsNeverLogged(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(f.dir, "show.json"), []byte(show), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, code := f.run(t, context.Background())
+	res, code := f.run(context.Background(), t)
 	if code != ExitOK || res.Plan == nil || res.Plan.Counts.Add != 1 || !strings.HasPrefix(res.Plan.Hash, "p2:") {
 		t.Fatalf("exit %d, plan %+v; log:\n%s", code, res.Plan, f.stderr)
 	}
@@ -391,7 +391,7 @@ func TestShowOutputIsNeverLogged(t *testing.T) {
 
 func TestFailedStepTail(t *testing.T) {
 	f := newFakeRun(t, jobs.OpApply, "FAKE_FAIL=apply")
-	res, code := f.run(t, context.Background())
+	res, code := f.run(context.Background(), t)
 	if code != ExitFailure || res.Error == nil {
 		t.Fatalf("exit %d, error %+v", code, res.Error)
 	}
@@ -408,7 +408,7 @@ func TestForceUnlockToleratesAGoneLock(t *testing.T) {
 	// The fake prints "Error: force-unlock broke"; a real backend says the lock is gone.
 	f := newFakeRun(t, jobs.OpDestroy, "FAKE_FAIL=force-unlock")
 	f.opts.ForceUnlock = "id"
-	if res, code := f.run(t, context.Background()); code != ExitFailure || res.Error.Step != StepForceUnlock {
+	if res, code := f.run(context.Background(), t); code != ExitFailure || res.Error.Step != StepForceUnlock {
 		t.Fatalf("an unexplained force-unlock failure: exit %d, error %+v; want a failure", code, res.Error)
 	}
 	for _, msg := range []string{"state is already unlocked", `lock id "id" does not match existing lock`, `leases.coordination.k8s.io "lock-tfstate-default-x" not found`} {
@@ -430,7 +430,7 @@ func TestStopForwardsSIGTERMToTheRuntime(t *testing.T) {
 		cancel()
 	}()
 	start := time.Now()
-	res, code := f.run(t, ctx)
+	res, code := f.run(ctx, t)
 	if code != ExitFailure || res.Error == nil || res.Error.Kind != jobs.ErrorKindInterrupted || res.Error.Step != "apply" {
 		t.Fatalf("exit %d, error %+v; want interrupted in apply", code, res.Error)
 	}
@@ -452,7 +452,7 @@ func TestStopKillsARuntimeThatIgnoresSIGTERM(t *testing.T) {
 		cancel()
 	}()
 	start := time.Now()
-	res, code := f.run(t, ctx)
+	res, code := f.run(ctx, t)
 	if code != ExitFailure || res.Error == nil || res.Error.Kind != jobs.ErrorKindInterrupted {
 		t.Fatalf("exit %d, error %+v; want interrupted", code, res.Error)
 	}
@@ -468,7 +468,7 @@ func TestStopBetweenStepsStartsNoMoreSteps(t *testing.T) {
 	f := newFakeRun(t, jobs.OpApply)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	res, code := f.run(t, ctx)
+	res, code := f.run(ctx, t)
 	if code != ExitFailure || res.Error == nil || res.Error.Kind != jobs.ErrorKindInterrupted || res.Error.Step != "init" {
 		t.Fatalf("exit %d, error %+v; want interrupted before init", code, res.Error)
 	}

@@ -35,7 +35,7 @@ func errorTail(step string, exit int, validateJSON []byte, stderr string, sensit
 	if tail == "" {
 		tail = fmt.Sprintf("step %s exited %d", step, exit)
 	}
-	return truncateTail(redact(tail, sensitive))
+	return jobs.TruncateUTF8(redact(tail, sensitive), jobs.MaxErrorSummaryBytes)
 }
 
 // validateDiagnostics formats the error diagnostics of `validate -json` output, one a line, as
@@ -109,20 +109,6 @@ func redact(s string, sensitive []string) string {
 	return s
 }
 
-// truncateTail cuts s to jobs.MaxErrorSummaryBytes without splitting a UTF-8 sequence.
-func truncateTail(s string) string {
-	if len(s) <= jobs.MaxErrorSummaryBytes {
-		return s
-	}
-	cut := jobs.MaxErrorSummaryBytes
-	for cut > 0 && !isRuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
-
 // ringBuffer keeps the last max bytes written to it.
 type ringBuffer struct {
 	mu  sync.Mutex
@@ -130,7 +116,7 @@ type ringBuffer struct {
 	buf []byte
 }
 
-func newRingBuffer(max int) *ringBuffer { return &ringBuffer{max: max} }
+func newRingBuffer(limit int) *ringBuffer { return &ringBuffer{max: limit} }
 
 // Write keeps p, dropping the oldest bytes beyond the bound.
 func (r *ringBuffer) Write(p []byte) (int, error) {

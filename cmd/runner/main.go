@@ -15,7 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/runner"
 )
 
@@ -104,15 +103,11 @@ func newVersionCommand(stdout io.Writer) *cobra.Command {
 
 func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 	o := runner.NewOptions()
-	var op string
-	// Accepted for the Job's argument list; this runner does not use them (see docs/runner.md).
-	var eventObject, jobName string
 	cmd := &cobra.Command{
 		Use:   "run --op=<op> [flags]",
 		Short: "Run one operation: apply, plan, destroy, refresh, drift or restore",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Op = jobs.Op(op)
 			o.Environ = os.Environ()
 			o.Stdout, o.Stderr = stdout, stderr
 			if err := o.Validate(); err != nil {
@@ -127,30 +122,9 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		runner.WriteUsageResult(jobs.Op(op), o.ResultFile, err)
+		runner.WriteUsageResult(o.Op, o.ResultFile, err)
 		return err
 	})
-	f := cmd.Flags()
-	f.StringVar(&op, "op", "", "operation: apply, plan, destroy, refresh, drift or restore (required)")
-	f.StringArrayVar(&o.Bin, "bin", o.Bin, "runtime binary and fixed arguments (repeat for each)")
-	f.StringVar(&o.Config, "config", o.Config, "directory of the rendered root module")
-	f.StringVar(&o.Module, "module", o.Module, "module directory of the image (checked by preflight)")
-	f.StringVar(&o.Providers, "providers", o.Providers, "provider mirror; used only when it exists")
-	f.StringVar(&o.Workdir, "workdir", o.Workdir, "writable work directory")
-	f.StringVar(&o.Image, "image", o.Image, "module image reference, reported in the result")
-	f.StringVar(&o.ResultFile, "result", o.ResultFile, "file that receives the result document")
-	f.StringArrayVar(&o.BackendConfig, "backend-config", nil, "-backend-config value for init (repeatable)")
-	f.DurationVar(&o.LockTimeout, "lock-timeout", o.LockTimeout, "how long to wait for the state lock")
-	f.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long a stopped runtime may take before it is killed")
-	f.StringVar(&o.ForceUnlock, "force-unlock", "", "stale lock ID to release after init")
-	f.BoolVar(&o.GuardDeletes, "guard-deletes", false, "stop before a plan that deletes or replaces unless approved")
-	f.StringVar(&o.InputsHash, "inputs-hash", "", "hash of this run's rendered inputs")
-	f.StringVar(&o.AllowDeletesHash, "allow-deletes-hash", "", "inputs hash whose destructive plans are approved")
-	f.StringVar(&o.ExpectPlan, "expect-plan", "", "approved p2: plan hash; apply only a plan with this hash")
-	f.StringVar(&o.PlanKeyFile, "plan-key-file", o.PlanKeyFile, "key of the plan hash")
-	f.IntVar(&o.RestoreChunks, "restore-chunks", 0, "number of backup chunks in <config>/restore/ (restore)")
-	f.IntVar(&o.RestoreResources, "restore-resources", 0, "resources the backup held (restore)")
-	f.StringVar(&eventObject, "event-object", "", "object runner events relate to (accepted, not used)")
-	f.StringVar(&jobName, "job-name", "", "name of the Job (accepted, not used)")
+	o.AddFlags(cmd.Flags())
 	return cmd
 }

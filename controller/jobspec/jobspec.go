@@ -5,8 +5,6 @@
 package jobspec
 
 import (
-	"encoding/json"
-	"fmt"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -61,7 +59,8 @@ type Params struct {
 	Name    string
 	Op      jobs.Op
 	Attempt int32
-	// InputsHash is recorded on the Job of an apply, plan or restore.
+	// InputsHash is recorded on the Job of an apply, plan or restore, and passed to the
+	// runner with GuardDeletes.
 	InputsHash string
 
 	Policy      infrav1.JobPolicy
@@ -71,13 +70,31 @@ type Params struct {
 	StateSuffix string
 	// Annotations are added to the Job, e.g. captf.io/drift-remediation.
 	Annotations map[string]string
-	// RunnerArgs are added to `runner run`, e.g. --guard-deletes.
-	RunnerArgs []string
 	// PlanKeySecret, when set, is mounted read-only for the runner to key the plan hash.
 	PlanKeySecret string
-	// RestoreBackup, when set, is the state backup Secret a restore pushes: its state is
-	// projected into the config volume at restore/0, beside the per-run Secret's files.
-	RestoreBackup string
+
+	// ForceUnlock, when set, is the stale state lock ID the runner releases after init.
+	ForceUnlock string
+	// GuardDeletes makes an apply stop before a plan that deletes or replaces; the runner gets
+	// InputsHash to compare with AllowDeletesHash.
+	GuardDeletes bool
+	// AllowDeletesHash, when set, is the inputs hash whose destructive plans were approved.
+	// It is passed only with GuardDeletes.
+	AllowDeletesHash string
+	// ExpectPlan, when set, is the approved plan hash an apply must match.
+	ExpectPlan string
+	// Restore is set for a restore: the backup it pushes.
+	Restore *Restore
+}
+
+// Restore is what a restore Job pushes.
+type Restore struct {
+	// Backup is the state backup Secret: its state is projected into the config volume as
+	// the single chunk restore/0, beside the per-run Secret's files.
+	Backup string
+	// Resources is how many resource instances the backup holds; the runner fails a restore
+	// that lists none while this is positive.
+	Resources int
 }
 
 // Build returns the Job.
@@ -177,7 +194,7 @@ func podSpec(p Params) corev1.PodSpec {
 
 // configVolume is the per-run Secret; a restore also gets the backup's state at restore/0.
 func configVolume(p Params) corev1.Volume {
-	if p.RestoreBackup == "" {
+	if p.Restore == nil {
 		return corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: jobs.RunSecretName(p.Name), DefaultMode: ptr.To[int32](0o440)}}}
 	}
 	return corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
@@ -185,7 +202,7 @@ func configVolume(p Params) corev1.Volume {
 		Sources: []corev1.VolumeProjection{
 			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: jobs.RunSecretName(p.Name)}}},
 			{Secret: &corev1.SecretProjection{
-				LocalObjectReference: corev1.LocalObjectReference{Name: p.RestoreBackup},
+				LocalObjectReference: corev1.LocalObjectReference{Name: p.Restore.Backup},
 				Items:                []corev1.KeyToPath{{Key: BackupStateKey, Path: "restore/0"}},
 			}},
 		},
@@ -194,48 +211,6 @@ func configVolume(p Params) corev1.Volume {
 
 // BackupStateKey is the data key of a state backup: the state as the kubernetes backend stores it.
 const BackupStateKey = "tfstate"
-
-func runnerArgs(p Params) []string {
-	lockTimeout := ptr.Deref(p.Policy.LockTimeoutSeconds, DefaultLockTimeoutSeconds)
-	args := []string{
-		"--op=" + string(p.Op),
-		"--bin=" + RuntimePath,
-		"--module=" + ModuleDir,
-		"--workdir=" + WorkDir,
-		"--config=" + ConfigDir,
-		"--result=" + TerminationMessagePath,
-		"--image=" + p.Source.Image,
-		fmt.Sprintf("--lock-timeout=%ds", lockTimeout),
-		fmt.Sprintf("--stop-timeout=%ds", stopTimeoutSeconds),
-		"--backend-config=secret_suffix=" + p.StateSuffix,
-		"--backend-config=namespace=" + p.Namespace,
-		"--backend-config=in_cluster_config=true",
-		"--backend-config=labels=" + BackendLabels(p.Kind, p.ObjectName, p.ClusterName),
-	}
-	if p.PlanKeySecret != "" {
-		args = append(args, "--plan-key-file="+PlanKeyFile)
-	}
-	return append(args, p.RunnerArgs...)
-}
-
-// BackendLabels is the backend's labels setting, which the backend puts on the state Secret and
-// its lock Lease when it creates them: the owner labels (the controller's metadata cache selects
-// on the managed label and maps the Secret to its object by the others), the cluster-name label
-// when the object has one, and clusterctl's move label, so `clusterctl move` takes the state
-// along. It is JSON, which the backend reads as an HCL object; label keys and values hold no
-// "${" that HCL would interpolate.
-func BackendLabels(kind jobs.Kind, name, clusterName string) string {
-	labels := jobs.OwnerLabels(kind, name)
-	if clusterName != "" {
-		labels[jobs.LabelClusterName] = jobs.LabelValue(clusterName)
-	}
-	labels[ClusterctlMoveLabel] = ""
-	data, _ := json.Marshal(labels)
-	return string(data)
-}
-
-// ClusterctlMoveLabel marks objects `clusterctl move` moves with the cluster.
-const ClusterctlMoveLabel = "clusterctl.cluster.x-k8s.io/move"
 
 // reservedEnv are variables the runner sets itself or that would point OpenTofu elsewhere; a
 // policy cannot override them.

@@ -170,3 +170,88 @@ func TestResourcesReplaceTheDefaultWhole(t *testing.T) {
 		t.Fatalf("default resources = %v", r)
 	}
 }
+
+// TestRunnerArgs pins the exact arguments of `runner run` for each op and option, in order.
+func TestRunnerArgs(t *testing.T) {
+	common := func(op, lockTimeout, labels string) []string {
+		return []string{
+			RunnerPath, "run",
+			"--op=" + op,
+			"--bin=/captf/runtime",
+			"--module=/captf/module",
+			"--workdir=/captf/work",
+			"--config=/captf/config",
+			"--result=/dev/termination-log",
+			"--image=modules/net:v1",
+			"--lock-timeout=" + lockTimeout,
+			"--stop-timeout=570s",
+			"--backend-config=secret_suffix=0123456789abcdef-c",
+			"--backend-config=namespace=ns",
+			"--backend-config=in_cluster_config=true",
+			"--backend-config=labels=" + labels,
+		}
+	}
+	const (
+		prod      = `{"captf.infrastructure.cluster.x-k8s.io/owner-kind":"TerraformCluster","captf.infrastructure.cluster.x-k8s.io/owner-name":"web","captf.io/managed":"true","cluster.x-k8s.io/cluster-name":"prod","clusterctl.cluster.x-k8s.io/move":""}`
+		noCluster = `{"captf.infrastructure.cluster.x-k8s.io/owner-kind":"TerraformCluster","captf.infrastructure.cluster.x-k8s.io/owner-name":"web","captf.io/managed":"true","clusterctl.cluster.x-k8s.io/move":""}`
+	)
+	for _, tc := range []struct {
+		name   string
+		change func(*Params)
+		want   []string
+	}{
+		{"apply", nil, common("apply", "300s", prod)},
+		{"plan with the plan key", func(p *Params) { p.Op, p.PlanKeySecret = jobs.OpPlan, "captf-plankey-c-web" },
+			append(common("plan", "300s", prod), "--plan-key-file=/captf/plan-key/key")},
+		{"drift without a cluster name", func(p *Params) { p.Op, p.ClusterName = jobs.OpDrift, "" },
+			common("drift", "300s", noCluster)},
+		{"force unlock", func(p *Params) { p.ForceUnlock = "lock-1" },
+			append(common("apply", "300s", prod), "--force-unlock=lock-1")},
+		{"guarded apply", func(p *Params) { p.GuardDeletes = true },
+			append(common("apply", "300s", prod), "--guard-deletes", "--inputs-hash=h1:x")},
+		{"an allowed hash without the guard is not passed", func(p *Params) { p.AllowDeletesHash = "h1:x" },
+			common("apply", "300s", prod)},
+		{"every apply option", func(p *Params) {
+			p.PlanKeySecret = "captf-plankey-c-web"
+			p.Policy.LockTimeoutSeconds = ptr.To[int64](0)
+			p.ForceUnlock, p.GuardDeletes, p.AllowDeletesHash, p.ExpectPlan = "lock-1", true, "h1:x", "p2:abc"
+		}, append(common("apply", "0s", prod),
+			"--plan-key-file=/captf/plan-key/key", "--force-unlock=lock-1", "--guard-deletes", "--inputs-hash=h1:x",
+			"--allow-deletes-hash=h1:x", "--expect-plan=p2:abc")},
+		{"restore", func(p *Params) {
+			p.Op, p.Restore = jobs.OpRestore, &Restore{Backup: "captf-backup-c-web-3", Resources: 4}
+		}, append(common("restore", "300s", prod), "--restore-chunks=1", "--restore-resources=4")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := params()
+			if tc.change != nil {
+				tc.change(&p)
+			}
+			if got := Build(p).Spec.Template.Spec.Containers[0].Command; !slices.Equal(got, tc.want) {
+				t.Errorf("command\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRestoreProjectsTheBackupAsOneChunk(t *testing.T) {
+	p := params()
+	p.Op, p.Restore = jobs.OpRestore, &Restore{Backup: "captf-backup-c-web-3", Resources: 4}
+	var config *corev1.Volume
+	for _, v := range Build(p).Spec.Template.Spec.Volumes {
+		if v.Name == "config" {
+			config = &v
+		}
+	}
+	if config == nil || config.Projected == nil || len(config.Projected.Sources) != 2 {
+		t.Fatalf("config volume = %+v, want the per-run Secret and the backup projected", config)
+	}
+	run, backup := config.Projected.Sources[0].Secret, config.Projected.Sources[1].Secret
+	if run.Name != jobs.RunSecretName(p.Name) || len(run.Items) != 0 {
+		t.Errorf("per-run source = %+v", run)
+	}
+	want := []corev1.KeyToPath{{Key: BackupStateKey, Path: "restore/0"}}
+	if backup.Name != "captf-backup-c-web-3" || !slices.Equal(backup.Items, want) {
+		t.Errorf("backup source = %+v, want %s at restore/0", backup, BackupStateKey)
+	}
+}

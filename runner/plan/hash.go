@@ -196,29 +196,9 @@ func childKeys(before, after, unknown any) ([]any, bool) {
 	_, aAbsent := after.(absentValue)
 	switch {
 	case bIsMap && aIsMap, bIsMap && aAbsent && len(bm) > 0, aIsMap && bAbsent && len(am) > 0:
-		set := map[string]bool{}
-		for k := range bm {
-			set[k] = true
-		}
-		for k := range am {
-			set[k] = true
-		}
 		// An unknown attribute is missing from after; its marker still names it.
-		if um, ok := unknown.(map[string]any); ok {
-			for k := range um {
-				set[k] = true
-			}
-		}
-		names := make([]string, 0, len(set))
-		for k := range set {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		keys := make([]any, len(names))
-		for i, k := range names {
-			keys[i] = k
-		}
-		return keys, true
+		um, _ := unknown.(map[string]any)
+		return objectKeys(bm, am, um), true
 	case bIsList && aIsList, bIsList && aAbsent && len(bl) > 0, aIsList && bAbsent && len(al) > 0:
 		n := max(len(bl), len(al))
 		if ul, ok := unknown.([]any); ok {
@@ -231,6 +211,26 @@ func childKeys(before, after, unknown any) ([]any, bool) {
 		return keys, true
 	}
 	return nil, false
+}
+
+// objectKeys returns the keys of all the objects, each once, sorted.
+func objectKeys(objects ...map[string]any) []any {
+	set := map[string]bool{}
+	for _, m := range objects {
+		for k := range m {
+			set[k] = true
+		}
+	}
+	names := make([]string, 0, len(set))
+	for k := range set {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	keys := make([]any, len(names))
+	for i, k := range names {
+		keys[i] = k
+	}
+	return keys
 }
 
 // childOf steps into a value or marker: a true marker covers its subtree, a missing child is
