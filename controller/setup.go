@@ -24,9 +24,6 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/metrics"
-	"github.com/captf/captf/controller/terraformcluster"
-	"github.com/captf/captf/controller/terraformmachine"
-	"github.com/captf/captf/controller/terraformmachinepool"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
 )
@@ -110,7 +107,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Metrics:     m,
 		RunnerImage: opts.RunnerImage,
 	}
-	for _, r := range []*workspace.Reconciler{terraformcluster.New(base), terraformmachine.New(base), terraformmachinepool.New(base)} {
+	for _, kind := range infrav1.Kinds {
+		r := workspace.New(base, kind)
 		if err := r.SetupWithManager(mgr, opts.Concurrency); err != nil {
 			return fmt.Errorf("setting up the %s reconciler: %w", r.Kind, err)
 		}

@@ -27,56 +27,67 @@ const (
 	Ready = "Ready"
 )
 
-// Reasons.
+// Reasons, each constant named after its value. The condition a reason is used with is noted
+// where it is not plain from the name.
 const (
-	ReasonApplySucceeded       = "ApplySucceeded"
-	ReasonDestroySucceeded     = "DestroySucceeded"
-	ReasonApplyFailed          = "ApplyFailed"
-	ReasonDestroyFailed        = "DestroyFailed"
-	ReasonJobDeadlineExceeded  = "JobDeadlineExceeded"
-	ReasonInputsTooLarge       = "InputsTooLarge"
-	ReasonInputsInvalid        = "InputsInvalid"
-	ReasonNoApplyYet           = "NoApplyYet"
-	ReasonApplyRunning         = "ApplyRunning"
-	ReasonWaitingForRunLease   = "WaitingForRunLease"
-	ReasonDriftChecked         = "DriftChecked"
-	ReasonDriftJobFailed       = "DriftJobFailed"
-	ReasonDriftJobDeadline     = "DriftJobDeadlineExceeded"
-	ReasonDriftNotChecked      = "DriftNotChecked"
-	ReasonNoDrift              = "NoDrift"
-	ReasonDriftReported        = "DriftReported"
-	ReasonStateRead            = "StateRead"
-	ReasonStateNotFound        = "StateNotFound"
-	ReasonStateCorrupt         = "StateCorrupt"
-	ReasonStateEncrypted       = "StateEncrypted"
-	ReasonStateUnsupported     = "StateUnsupported"
-	ReasonStateUnreadable      = "StateUnreadable"
-	ReasonStateLocked          = "StateLocked"
-	ReasonJobInterrupted       = "JobInterrupted"
-	ReasonNotReady             = "NotReady"
-	ReasonStateRestored        = "StateRestored"
-	ReasonRestoreFailed        = "RestoreFailed"
-	ReasonRestoreBackupMissing = "RestoreBackupNotFound"
-	ReasonReady                = "Ready"
-	// ReasonJobNameTaken: a Job of the decided name exists that the object does not control.
-	ReasonJobNameTaken = "JobNameTaken"
+	// ApplyJobSucceeded (apply, plan, destroy).
+	ReasonApplySucceeded           = "ApplySucceeded"
+	ReasonApplyFailed              = "ApplyFailed"
+	ReasonApplyRunning             = "ApplyRunning"
+	ReasonDestroySucceeded         = "DestroySucceeded"
+	ReasonDestroyFailed            = "DestroyFailed"
+	ReasonDestroyRunning           = "DestroyRunning"
+	ReasonJobDeadlineExceeded      = "JobDeadlineExceeded"
+	ReasonJobInterrupted           = "JobInterrupted"
+	ReasonJobRejected              = "JobRejected"
+	ReasonInputsTooLarge           = "InputsTooLarge"
+	ReasonInputsInvalid            = "InputsInvalid"
+	ReasonNoApplyYet               = "NoApplyYet"
+	ReasonWaitingForRunLease       = "WaitingForRunLease"
+	ReasonPlanAwaitingApproval     = "PlanAwaitingApproval"
+	ReasonPlanChanged              = "PlanChanged"
+	ReasonDestructivePlanBlocked   = "DestructivePlanBlocked"
+	ReasonJobNameTaken             = "JobNameTaken"
+	ReasonDurableInputsMissing     = "DurableInputsMissing"
+	ReasonServiceAccountNotOptedIn = "ServiceAccountNotOptedIn"
+	ReasonRunnerReady              = "RunnerReady"
+
+	// DriftJobSucceeded (refresh, drift) and DriftDetected.
+	ReasonDriftChecked             = "DriftChecked"
+	ReasonDriftJobFailed           = "DriftJobFailed"
+	ReasonDriftJobDeadlineExceeded = "DriftJobDeadlineExceeded"
+	ReasonDriftJobRunning          = "DriftJobRunning"
+	ReasonDriftNotChecked          = "DriftNotChecked"
+	ReasonNoDrift                  = "NoDrift"
+	ReasonDriftReported            = "DriftReported"
+	ReasonDriftPending             = "DriftPending"
+	ReasonDriftRemediating         = "DriftRemediating"
+
+	// StateReadable.
+	ReasonStateRead        = "StateRead"
+	ReasonStateNotFound    = "StateNotFound"
+	ReasonStateCorrupt     = "StateCorrupt"
+	ReasonStateEncrypted   = "StateEncrypted"
+	ReasonStateUnsupported = "StateUnsupported"
+	ReasonStateUnreadable  = "StateUnreadable"
+	ReasonStateLocked      = "StateLocked"
 	// ReasonStateLost: the state is missing although an apply once succeeded (captf.io/applied).
 	ReasonStateLost = "StateLost"
-	// ReasonServiceAccountNotOptedIn: spec.jobs.serviceAccountName names a ServiceAccount that
-	// does not exist or does not carry captf.io/runner=true.
-	ReasonServiceAccountNotOptedIn = "ServiceAccountNotOptedIn"
-	// ReasonDurableInputsMissing: an op that runs from the durable inputs finds none.
-	ReasonDurableInputsMissing = "DurableInputsMissing"
-	// ReasonRunnerReady: the Jobs' ServiceAccount may run them.
-	ReasonRunnerReady = "RunnerReady"
+
+	// RestoreJobSucceeded.
+	ReasonStateRestored         = "StateRestored"
+	ReasonRestoreFailed         = "RestoreFailed"
+	ReasonRestoreBackupNotFound = "RestoreBackupNotFound"
+
+	// Ready.
+	ReasonReady    = "Ready"
+	ReasonNotReady = "NotReady"
 )
 
-// Set writes a condition; its transition time moves only when its status changes.
-func Set(conds *[]metav1.Condition, conditionType string, status metav1.ConditionStatus, reason, message string, generation int64, now time.Time) {
-	apimeta.SetStatusCondition(conds, metav1.Condition{
-		Type: conditionType, Status: status, Reason: reason, Message: message,
-		ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now),
-	})
+// Set writes a condition; its transition time (c.LastTransitionTime, the time of the write)
+// moves only when its status changes.
+func Set(conds *[]metav1.Condition, c metav1.Condition) {
+	apimeta.SetStatusCondition(conds, c)
 }
 
 // Get returns a condition, or nil.
@@ -98,14 +109,18 @@ func SetReady(conds *[]metav1.Condition, generation int64, now time.Time) {
 	runner := Get(*conds, RunnerRBACReady)
 	switch {
 	case stateCond != nil && stateCond.Status == metav1.ConditionFalse:
-		Set(conds, Ready, metav1.ConditionFalse, stateCond.Reason, stateCond.Message, generation, now)
+		Set(conds, ready(metav1.ConditionFalse, stateCond.Reason, stateCond.Message, generation, now))
 	case runner != nil && runner.Status == metav1.ConditionFalse:
-		Set(conds, Ready, metav1.ConditionFalse, runner.Reason, runner.Message, generation, now)
+		Set(conds, ready(metav1.ConditionFalse, runner.Reason, runner.Message, generation, now))
 	case apply == nil:
-		Set(conds, Ready, metav1.ConditionUnknown, ReasonNoApplyYet, "no apply has finished yet", generation, now)
+		Set(conds, ready(metav1.ConditionUnknown, ReasonNoApplyYet, "no apply has finished yet", generation, now))
 	case apply.Status == metav1.ConditionTrue:
-		Set(conds, Ready, metav1.ConditionTrue, ReasonReady, apply.Message, generation, now)
+		Set(conds, ready(metav1.ConditionTrue, ReasonReady, apply.Message, generation, now))
 	default:
-		Set(conds, Ready, apply.Status, apply.Reason, apply.Message, generation, now)
+		Set(conds, ready(apply.Status, apply.Reason, apply.Message, generation, now))
 	}
+}
+
+func ready(status metav1.ConditionStatus, reason, message string, generation int64, now time.Time) metav1.Condition {
+	return metav1.Condition{Type: Ready, Status: status, Reason: reason, Message: message, ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now)}
 }

@@ -18,21 +18,21 @@ func TestSetReady(t *testing.T) {
 	}{
 		{"no apply yet is Unknown", func(*[]metav1.Condition) {}, metav1.ConditionUnknown, ReasonNoApplyYet},
 		{"a succeeded apply is Ready", func(c *[]metav1.Condition) {
-			Set(c, ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, now)
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, now))
 		}, metav1.ConditionTrue, ReasonReady},
 		{"a failed apply is not Ready, with its reason", func(c *[]metav1.Condition) {
-			Set(c, ApplyJobSucceeded, metav1.ConditionFalse, ReasonApplyFailed, "boom", 1, now)
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionFalse, ReasonApplyFailed, "boom", 1, now))
 		}, metav1.ConditionFalse, ReasonApplyFailed},
 		{"a wait is Unknown, never False", func(c *[]metav1.Condition) {
-			Set(c, ApplyJobSucceeded, metav1.ConditionUnknown, ReasonWaitingForRunLease, "", 1, now)
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionUnknown, ReasonWaitingForRunLease, "", 1, now))
 		}, metav1.ConditionUnknown, ReasonWaitingForRunLease},
 		{"unreadable state is not Ready even after a good apply", func(c *[]metav1.Condition) {
-			Set(c, ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, now)
-			Set(c, StateReadable, metav1.ConditionFalse, ReasonStateCorrupt, "bad", 1, now)
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, now))
+			Set(c, cond(StateReadable, metav1.ConditionFalse, ReasonStateCorrupt, "bad", 1, now))
 		}, metav1.ConditionFalse, ReasonStateCorrupt},
 		{"a ServiceAccount not opted in is not Ready even after a good apply", func(c *[]metav1.Condition) {
-			Set(c, ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, now)
-			Set(c, RunnerRBACReady, metav1.ConditionFalse, ReasonServiceAccountNotOptedIn, "no label", 1, now)
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, now))
+			Set(c, cond(RunnerRBACReady, metav1.ConditionFalse, ReasonServiceAccountNotOptedIn, "no label", 1, now))
 		}, metav1.ConditionFalse, ReasonServiceAccountNotOptedIn},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
@@ -49,13 +49,17 @@ func TestSetReady(t *testing.T) {
 
 func TestTransitionTimeMovesOnlyWithTheStatus(t *testing.T) {
 	var conds []metav1.Condition
-	Set(&conds, ApplyJobSucceeded, metav1.ConditionFalse, ReasonApplyFailed, "a", 1, now)
-	Set(&conds, ApplyJobSucceeded, metav1.ConditionFalse, ReasonJobDeadlineExceeded, "b", 2, now.Add(time.Hour))
+	Set(&conds, cond(ApplyJobSucceeded, metav1.ConditionFalse, ReasonApplyFailed, "a", 1, now))
+	Set(&conds, cond(ApplyJobSucceeded, metav1.ConditionFalse, ReasonJobDeadlineExceeded, "b", 2, now.Add(time.Hour)))
 	if c := Get(conds, ApplyJobSucceeded); !c.LastTransitionTime.Time.Equal(now) || c.Reason != ReasonJobDeadlineExceeded || c.ObservedGeneration != 2 {
 		t.Fatalf("condition = %+v", c)
 	}
-	Set(&conds, ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "", 2, now.Add(time.Hour))
+	Set(&conds, cond(ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "", 2, now.Add(time.Hour)))
 	if c := Get(conds, ApplyJobSucceeded); !c.LastTransitionTime.Time.Equal(now.Add(time.Hour)) || !IsTrue(conds, ApplyJobSucceeded) {
 		t.Fatalf("condition = %+v", c)
 	}
+}
+
+func cond(conditionType string, status metav1.ConditionStatus, reason, message string, generation int64, at time.Time) metav1.Condition {
+	return metav1.Condition{Type: conditionType, Status: status, Reason: reason, Message: message, ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(at)}
 }

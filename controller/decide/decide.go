@@ -19,24 +19,24 @@ import (
 
 // Reasons of a decision. A due op held back by its backoff gets the reason plus BackoffSuffix.
 const (
-	ReasonJobActive              = "JobActive"
-	ReasonDeletionHeld           = "DeletionHeld"
-	ReasonDeletingWithoutState   = "DeletingWithoutState"
-	ReasonDeleting               = "Deleting"
-	ReasonStateUnreadable        = "StateUnreadable"
-	ReasonStateLost              = "StateLost"
-	ReasonNoState                = "NoState"
-	ReasonStateWithoutInputsHash = "StateWithoutInputsHash"
-	ReasonInputsChanged          = "InputsChanged"
-	ReasonLastApplyFailed        = "LastApplyFailed"
-	ReasonInputsUnavailable      = "InputsUnavailable"
-	ReasonRefreshAfterApply      = "RefreshAfterApply"
-	ReasonDriftDue               = "DriftDue"
-	ReasonUpToDate               = "UpToDate"
-	ReasonDriftRemediation       = "DriftRemediation"
-	ReasonRestoreRequested       = "RestoreRequested"
-	ReasonPlanAwaitingApproval   = "PlanAwaitingApproval"
-	ReasonDestructivePlanBlocked = "DestructivePlanBlocked"
+	JobActive              = "JobActive"
+	DeletionHeld           = "DeletionHeld"
+	DeletingWithoutState   = "DeletingWithoutState"
+	Deleting               = "Deleting"
+	StateUnreadable        = "StateUnreadable"
+	StateLost              = "StateLost"
+	NoState                = "NoState"
+	StateWithoutInputsHash = "StateWithoutInputsHash"
+	InputsChanged          = "InputsChanged"
+	LastApplyFailed        = "LastApplyFailed"
+	InputsUnavailable      = "InputsUnavailable"
+	RefreshAfterApply      = "RefreshAfterApply"
+	DriftDue               = "DriftDue"
+	UpToDate               = "UpToDate"
+	DriftRemediation       = "DriftRemediation"
+	RestoreRequested       = "RestoreRequested"
+	PlanAwaitingApproval   = "PlanAwaitingApproval"
+	DestructivePlanBlocked = "DestructivePlanBlocked"
 
 	// BackoffSuffix marks a due op that waits for its backoff window, e.g. InputsChangedBackoff.
 	BackoffSuffix = "Backoff"
@@ -140,32 +140,32 @@ type Decision struct {
 
 // Decide applies the priority table: the first matching row wins.
 func Decide(in Input) Decision {
-	if active := activeJob(in.Jobs); active != nil {
-		return Decision{Reason: ReasonJobActive, RequeueAfter: JobActiveRequeue}
+	if active := jobs.ActiveJob(in.Jobs); active != nil {
+		return Decision{Reason: JobActive, RequeueAfter: JobActiveRequeue}
 	}
 	if r := in.Restore; r != nil && !restoreFailed(in.Jobs, r.Serial) && (!in.Deleting || in.StateErr != nil) {
-		d := Decision{Op: jobs.OpRestore, Reason: ReasonRestoreRequested, RestoreSerial: r.Serial, RestoreResources: r.Resources}
+		d := Decision{Op: jobs.OpRestore, Reason: RestoreRequested, RestoreSerial: r.Serial, RestoreResources: r.Resources}
 		d.Names = jobs.NameSources{BackupInputsHash: r.InputsHash, BackupName: r.BackupName}
 		return d
 	}
 	if in.Deleting {
 		switch {
 		case in.StateErr != nil:
-			return Decision{Reason: ReasonDeletionHeld, RequeueAfter: StateRequeue}
+			return Decision{Reason: DeletionHeld, RequeueAfter: StateRequeue}
 		case in.State.Empty():
-			return Decision{Reason: ReasonDeletingWithoutState, DropFinalizer: true}
+			return Decision{Reason: DeletingWithoutState, DropFinalizer: true}
 		}
-		return in.start(jobs.OpDestroy, ReasonDeleting)
+		return in.start(jobs.OpDestroy, Deleting)
 	}
 	if in.StateErr != nil {
 		if errors.Is(in.StateErr, state.ErrLost) {
-			return Decision{Reason: ReasonStateLost, RequeueAfter: StateRequeue}
+			return Decision{Reason: StateLost, RequeueAfter: StateRequeue}
 		}
-		return Decision{Reason: ReasonStateUnreadable, RequeueAfter: StateRequeue}
+		return Decision{Reason: StateUnreadable, RequeueAfter: StateRequeue}
 	}
 	if d, ok := in.dueApply(); ok {
 		if in.CurrentInputsHash == "" {
-			return Decision{Reason: ReasonInputsUnavailable, RequeueAfter: InputsRequeue}
+			return Decision{Reason: InputsUnavailable, RequeueAfter: InputsRequeue}
 		}
 		return d
 	}
@@ -182,7 +182,7 @@ func (in Input) remediation() (Decision, bool) {
 		!jobs.RemediationAllowed(in.Jobs, in.LastDriftCheck, in.Limits) || in.CurrentInputsHash == "" {
 		return Decision{}, false
 	}
-	d, ok := in.gated(ReasonDriftRemediation, true)
+	d, ok := in.gated(DriftRemediation, true)
 	if !ok {
 		return Decision{}, false // a remediation waiting for a person keeps the schedule running
 	}
@@ -200,7 +200,7 @@ func (in Input) gated(reason string, remediation bool) (Decision, bool) {
 			return in.start(jobs.OpPlan, reason), true
 		}
 		if in.ApprovedPlan != plan.PlanHash && plan.PlanHash != jobs.EmptyPlanHash {
-			return Decision{Reason: ReasonPlanAwaitingApproval, RequeueAfter: ApprovalRequeue}, false
+			return Decision{Reason: PlanAwaitingApproval, RequeueAfter: ApprovalRequeue}, false
 		}
 		d := in.startApply(reason, remediation)
 		d.ExpectPlan = plan.PlanHash
@@ -212,7 +212,7 @@ func (in Input) gated(reason string, remediation bool) (Decision, bool) {
 		if in.ApprovedDestructive == in.CurrentInputsHash {
 			d.AllowDeletesHash = in.ApprovedDestructive
 		} else if blockedInputs(in.Jobs, in.CurrentInputsHash) {
-			return Decision{Reason: ReasonDestructivePlanBlocked, RequeueAfter: ApprovalRequeue}, false
+			return Decision{Reason: DestructivePlanBlocked, RequeueAfter: ApprovalRequeue}, false
 		}
 	}
 	return d, true
@@ -227,24 +227,17 @@ func (in Input) startApply(reason string, remediation bool) Decision {
 // DriftFound reports whether the newest successful drift check found drift that no later
 // successful apply has resolved.
 func DriftFound(all []batchv1.Job) bool {
-	var checked time.Time
-	for _, j := range jobs.OpJobs(all, jobs.OpDrift) {
-		if !jobs.OutcomeOf(j).Succeeded() {
-			continue
-		}
-		summary, err := jobs.DecodeSummary(j.Annotations[jobs.AnnotationResult])
-		if err != nil || summary.Drift == nil || !summary.Drift.Detected {
-			return false
-		}
-		checked, _ = jobs.FinishedAt(j)
-		break
+	check, checked, ok := jobs.NewestSuccess(all, jobs.OpDrift)
+	if check == nil {
+		return false
 	}
-	if checked.IsZero() {
+	summary, err := jobs.DecodeSummary(check.Annotations[jobs.AnnotationResult])
+	if err != nil || summary.Drift == nil || !summary.Drift.Detected || !ok {
 		return false
 	}
 	// Runs of one object never overlap and each takes longer than a second, so an apply that
 	// finished in the same second as the check (times are kept to the second) came after it.
-	applied, ok := lastSuccess(all, jobs.OpApply)
+	_, applied, ok := jobs.NewestSuccess(all, jobs.OpApply)
 	return !ok || applied.Before(checked)
 }
 
@@ -275,17 +268,17 @@ func (in Input) dueApply() (Decision, bool) {
 	switch {
 	case !in.State.Exists && in.Manual:
 		// The first apply, with nothing to destroy, is never held for approval.
-		return in.start(jobs.OpApply, ReasonNoState), true
+		return in.start(jobs.OpApply, NoState), true
 	case !in.State.Exists:
-		return in.waitOrApply(ReasonNoState)
+		return in.waitOrApply(NoState)
 	case in.State.InputsHash == "":
-		return in.waitOrApply(ReasonStateWithoutInputsHash)
+		return in.waitOrApply(StateWithoutInputsHash)
 	case !in.Mutable:
 		return Decision{}, false
 	case in.CurrentInputsHash != "" && in.CurrentInputsHash != in.State.InputsHash:
-		return in.waitOrApply(ReasonInputsChanged)
+		return in.waitOrApply(InputsChanged)
 	case in.InterruptedApply != "" || lastApplyFailed(in.Jobs):
-		d, _ := in.waitOrApply(ReasonLastApplyFailed)
+		d, _ := in.waitOrApply(LastApplyFailed)
 		d.AfterFailedApply = d.Op == jobs.OpApply
 		return d, true
 	}
@@ -302,17 +295,17 @@ func (in Input) waitOrApply(reason string) (Decision, bool) {
 // schedule picks the background op that is due, or when to look again.
 func (in Input) schedule() Decision {
 	if in.Kind != jobs.KindCluster {
-		if applied, ok := lastSuccess(in.Jobs, jobs.OpApply); ok && applied.After(in.LastRefresh) {
-			return in.start(jobs.OpRefresh, ReasonRefreshAfterApply)
+		if _, applied, ok := jobs.NewestSuccess(in.Jobs, jobs.OpApply); ok && applied.After(in.LastRefresh) {
+			return in.start(jobs.OpRefresh, RefreshAfterApply)
 		}
 	}
 	interval := DriftInterval(in.Drift)
 	if interval <= 0 {
-		return Decision{Reason: ReasonUpToDate}
+		return Decision{Reason: UpToDate}
 	}
 	base := in.LastDriftCheck
 	if base.IsZero() {
-		if applied, ok := lastSuccess(in.Jobs, jobs.OpApply); ok {
+		if _, applied, ok := jobs.NewestSuccess(in.Jobs, jobs.OpApply); ok {
 			base = applied
 		} else {
 			base = in.CreatedAt
@@ -320,9 +313,9 @@ func (in Input) schedule() Decision {
 	}
 	due := base.Add(interval + Jitter(in.UID, interval))
 	if in.Now.Before(due) {
-		return Decision{Reason: ReasonUpToDate, RequeueAfter: due.Sub(in.Now)}
+		return Decision{Reason: UpToDate, RequeueAfter: due.Sub(in.Now)}
 	}
-	return in.start(jobs.OpDrift, ReasonDriftDue)
+	return in.start(jobs.OpDrift, DriftDue)
 }
 
 // start chooses op unless its backoff window holds it back.
@@ -359,16 +352,6 @@ func Jitter(uid types.UID, interval time.Duration) time.Duration {
 	return time.Duration(h.Sum64() % uint64(span))
 }
 
-// activeJob returns a Job of the object that has not finished.
-func activeJob(all []batchv1.Job) *batchv1.Job {
-	for i := range all {
-		if !jobs.OutcomeOf(&all[i]).Finished() {
-			return &all[i]
-		}
-	}
-	return nil
-}
-
 // lastApplyFailed reports whether the newest finished apply, remediation applies aside, calls
 // for another: it failed in a way that counts, or it was interrupted from outside (free of
 // backoff, so retried at once). A blocked or plan-changed apply waits for a person, not a retry,
@@ -389,14 +372,4 @@ func lastApplyFailed(all []batchv1.Job) bool {
 		return outcome.CountsAsFailure()
 	}
 	return false
-}
-
-// lastSuccess returns when the newest successful Job of op finished.
-func lastSuccess(all []batchv1.Job, op jobs.Op) (time.Time, bool) {
-	for _, j := range jobs.OpJobs(all, op) {
-		if jobs.OutcomeOf(j).Succeeded() {
-			return jobs.FinishedAt(j)
-		}
-	}
-	return time.Time{}, false
 }

@@ -53,126 +53,126 @@ func TestDecide(t *testing.T) {
 		{"0: an active Job is waited for", func(in *Input) {
 			in.Jobs = append(in.Jobs, job(jobs.OpDrift, 1, jobs.OutcomeRunning, 999))
 			in.CurrentInputsHash = "h1:new"
-		}, "", ReasonJobActive, false, JobActiveRequeue},
+		}, "", JobActive, false, JobActiveRequeue},
 		{"2: deleting with unreadable state holds the deletion", func(in *Input) {
 			in.Deleting, in.StateErr = true, state.ErrCorrupt
-		}, "", ReasonDeletionHeld, false, StateRequeue},
+		}, "", DeletionHeld, false, StateRequeue},
 		{"3: deleting without state drops the finalizer", func(in *Input) {
 			in.Deleting, in.State = true, state.State{}
-		}, "", ReasonDeletingWithoutState, true, 0},
+		}, "", DeletingWithoutState, true, 0},
 		{"3: deleting with a destroyed (empty) state drops the finalizer", func(in *Input) {
 			in.Deleting, in.State = true, state.State{Exists: true, InputsHash: "h1:old"}
-		}, "", ReasonDeletingWithoutState, true, 0},
-		{"4: deleting with state destroys", func(in *Input) { in.Deleting = true }, jobs.OpDestroy, ReasonDeleting, false, 0},
+		}, "", DeletingWithoutState, true, 0},
+		{"4: deleting with state destroys", func(in *Input) { in.Deleting = true }, jobs.OpDestroy, Deleting, false, 0},
 		{"4: deleting destroys even when the inputs changed", func(in *Input) {
 			in.Deleting, in.CurrentInputsHash = true, "h1:new"
-		}, jobs.OpDestroy, ReasonDeleting, false, 0},
+		}, jobs.OpDestroy, Deleting, false, 0},
 		{"a lost state (missing after an apply once succeeded) applies nothing", func(in *Input) {
 			in.State, in.StateErr = state.State{}, state.ErrLost
-		}, "", ReasonStateLost, false, StateRequeue},
+		}, "", StateLost, false, StateRequeue},
 		{"2: deleting with a lost state holds the deletion", func(in *Input) {
 			in.Deleting, in.State, in.StateErr = true, state.State{}, state.ErrLost
-		}, "", ReasonDeletionHeld, false, StateRequeue},
+		}, "", DeletionHeld, false, StateRequeue},
 		{"1: a lost state may be restored", func(in *Input) {
 			in.State, in.StateErr = state.State{}, state.ErrLost
 			in.Restore = &Restore{Serial: "3", BackupName: "b", InputsHash: "h1:old"}
-		}, jobs.OpRestore, ReasonRestoreRequested, false, 0},
-		{"unreadable state starts nothing", func(in *Input) { in.StateErr = errors.New("x") }, "", ReasonStateUnreadable, false, StateRequeue},
-		{"5: no state applies", func(in *Input) { in.State = state.State{}; in.Jobs = nil }, jobs.OpApply, ReasonNoState, false, 0},
+		}, jobs.OpRestore, RestoreRequested, false, 0},
+		{"unreadable state starts nothing", func(in *Input) { in.StateErr = errors.New("x") }, "", StateUnreadable, false, StateRequeue},
+		{"5: no state applies", func(in *Input) { in.State = state.State{}; in.Jobs = nil }, jobs.OpApply, NoState, false, 0},
 		{"5: no state applies a machine too", func(in *Input) {
 			in.Kind, in.Mutable, in.State, in.Jobs = jobs.KindMachine, false, state.State{}, nil
-		}, jobs.OpApply, ReasonNoState, false, 0},
-		{"6: a state without inputs hash applies", func(in *Input) { in.State.InputsHash = "" }, jobs.OpApply, ReasonStateWithoutInputsHash, false, 0},
-		{"7: changed inputs apply", func(in *Input) { in.CurrentInputsHash = "h1:new" }, jobs.OpApply, ReasonInputsChanged, false, 0},
+		}, jobs.OpApply, NoState, false, 0},
+		{"6: a state without inputs hash applies", func(in *Input) { in.State.InputsHash = "" }, jobs.OpApply, StateWithoutInputsHash, false, 0},
+		{"7: changed inputs apply", func(in *Input) { in.CurrentInputsHash = "h1:new" }, jobs.OpApply, InputsChanged, false, 0},
 		{"7: a machine's changed inputs do not apply", func(in *Input) {
 			in.Kind, in.Mutable, in.CurrentInputsHash = jobs.KindMachine, false, "h1:new"
 			in.Jobs = append(in.Jobs, job(jobs.OpRefresh, 1, jobs.OutcomeSucceeded, 10))
 			in.LastRefresh = at(15)
-		}, "", ReasonUpToDate, false, 0},
+		}, "", UpToDate, false, 0},
 		{"apply due without renderable inputs waits", func(in *Input) {
 			in.State, in.CurrentInputsHash, in.Jobs = state.State{}, "", nil
-		}, "", ReasonInputsUnavailable, false, InputsRequeue},
+		}, "", InputsUnavailable, false, InputsRequeue},
 		{"8: the newest apply failed: apply again", func(in *Input) {
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeFailed, 10))
-		}, jobs.OpApply, ReasonLastApplyFailed, false, 0},
+		}, jobs.OpApply, LastApplyFailed, false, 0},
 		{"8: a deadline counts as a failed apply", func(in *Input) {
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeDeadlineExceeded, 10))
-		}, jobs.OpApply, ReasonLastApplyFailed, false, 0},
+		}, jobs.OpApply, LastApplyFailed, false, 0},
 		{"8: an interrupted apply is retried at once", func(in *Input) {
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeInterrupted, 999))
-		}, jobs.OpApply, ReasonLastApplyFailed, false, 0},
+		}, jobs.OpApply, LastApplyFailed, false, 0},
 		{"8: a blocked retry of a failed apply keeps the apply due and waits for approval", func(in *Input) {
 			in.Guarded = true
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeFailed, 10, jobs.AnnotationInputsHash, "h1:y"),
 				job(jobs.OpApply, 3, jobs.OutcomeBlocked, 20, jobs.AnnotationInputsHash, "h1:old", jobs.AnnotationAfterFailedApply, "true"))
-		}, "", ReasonDestructivePlanBlocked, false, ApprovalRequeue},
+		}, "", DestructivePlanBlocked, false, ApprovalRequeue},
 		{"8: an approved blocked retry of a failed apply applies", func(in *Input) {
 			in.Guarded, in.ApprovedDestructive = true, "h1:old"
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeFailed, 10, jobs.AnnotationInputsHash, "h1:y"),
 				job(jobs.OpApply, 3, jobs.OutcomeBlocked, 20, jobs.AnnotationInputsHash, "h1:old", jobs.AnnotationAfterFailedApply, "true"))
-		}, jobs.OpApply, ReasonLastApplyFailed, false, 0},
+		}, jobs.OpApply, LastApplyFailed, false, 0},
 		{"8: a plan-changed retry of a failed apply keeps the apply due", func(in *Input) {
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeFailed, 10),
 				job(jobs.OpApply, 3, jobs.OutcomePlanChanged, 20, jobs.AnnotationAfterFailedApply, "true"))
-		}, jobs.OpApply, ReasonLastApplyFailed, false, 0},
+		}, jobs.OpApply, LastApplyFailed, false, 0},
 		{"8: a blocked apply waits for a person, not a retry", func(in *Input) {
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeBlocked, 10))
-		}, "", ReasonUpToDate, false, 0},
+		}, "", UpToDate, false, 0},
 		{"8: a plan-changed apply waits for a person, not a retry", func(in *Input) {
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomePlanChanged, 10))
-		}, "", ReasonUpToDate, false, 0},
+		}, "", UpToDate, false, 0},
 		{"8: a failed remediation apply is not LastApplyFailed", func(in *Input) {
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeFailed, 10, jobs.AnnotationDriftRemediation, "true"))
-		}, "", ReasonUpToDate, false, 0},
+		}, "", UpToDate, false, 0},
 		{"8: an interrupted apply recorded on the durable Secret applies again", func(in *Input) {
 			in.InterruptedApply = "captf-c-web-apply-a2-abcdef"
-		}, jobs.OpApply, ReasonLastApplyFailed, false, 0},
+		}, jobs.OpApply, LastApplyFailed, false, 0},
 		{"8: a machine's failed apply is retried through its state, not rule 8", func(in *Input) {
 			in.Kind, in.Mutable = jobs.KindMachine, false
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeFailed, 10), job(jobs.OpRefresh, 1, jobs.OutcomeSucceeded, 5))
 			in.LastRefresh = at(10)
-		}, "", ReasonUpToDate, false, 0},
+		}, "", UpToDate, false, 0},
 		{"backoff turns a due apply into a requeue with the Backoff reason", func(in *Input) {
 			in.CurrentInputsHash = "h1:new"
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeFailed, 995))
-		}, "", ReasonInputsChanged + BackoffSuffix, false, 1 * time.Minute},
+		}, "", InputsChanged + BackoffSuffix, false, 1 * time.Minute},
 		{"a failing drift check never delays an apply", func(in *Input) {
 			in.CurrentInputsHash = "h1:new"
 			in.Jobs = append(in.Jobs, job(jobs.OpDrift, 1, jobs.OutcomeFailed, 995))
-		}, jobs.OpApply, ReasonInputsChanged, false, 0},
+		}, jobs.OpApply, InputsChanged, false, 0},
 		{"destroy backs off too", func(in *Input) {
 			in.Deleting = true
 			in.Jobs = append(in.Jobs, job(jobs.OpDestroy, 1, jobs.OutcomeFailed, 994), job(jobs.OpDestroy, 2, jobs.OutcomeFailed, 995))
-		}, "", ReasonDeleting + BackoffSuffix, false, 2 * time.Minute},
+		}, "", Deleting + BackoffSuffix, false, 2 * time.Minute},
 		{"a machine refreshes once after each successful apply", func(in *Input) {
 			in.Kind, in.Mutable = jobs.KindMachine, false
-		}, jobs.OpRefresh, ReasonRefreshAfterApply, false, 0},
+		}, jobs.OpRefresh, RefreshAfterApply, false, 0},
 		{"a pool refreshes after an apply newer than its last refresh", func(in *Input) {
 			in.Kind, in.LastRefresh = jobs.KindMachinePool, at(3)
-		}, jobs.OpRefresh, ReasonRefreshAfterApply, false, 0},
-		{"a cluster does not refresh after apply", func(in *Input) {}, "", ReasonUpToDate, false, 0},
+		}, jobs.OpRefresh, RefreshAfterApply, false, 0},
+		{"a cluster does not refresh after apply", func(in *Input) {}, "", UpToDate, false, 0},
 		{"drift is due one interval after the last drift check", func(in *Input) {
 			in.Drift.IntervalSeconds = ptr.To[int64](600)
 			in.LastDriftCheck = at(900)
-		}, jobs.OpDrift, ReasonDriftDue, false, 0},
+		}, jobs.OpDrift, DriftDue, false, 0},
 		{"the first drift check is one interval after the last successful apply", func(in *Input) {
 			in.Drift.IntervalSeconds = ptr.To[int64](600)
 			in.Now = at(6)
-		}, "", ReasonUpToDate, false, 9*time.Minute + Jitter("uid-1", 10*time.Minute)},
+		}, "", UpToDate, false, 9*time.Minute + Jitter("uid-1", 10*time.Minute)},
 		{"without an apply the drift schedule starts at creation", func(in *Input) {
 			in.Drift.IntervalSeconds = ptr.To[int64](600)
 			in.Jobs = nil
 			in.State.InputsHash = "h1:old"
 			in.Now = at(1)
-		}, "", ReasonUpToDate, false, 9*time.Minute + Jitter("uid-1", 10*time.Minute)},
+		}, "", UpToDate, false, 9*time.Minute + Jitter("uid-1", 10*time.Minute)},
 		{"an unset drift interval is the 30-minute default", func(in *Input) {
 			in.Drift.IntervalSeconds = nil
 			in.Now = at(6)
-		}, "", ReasonUpToDate, false, 29*time.Minute + Jitter("uid-1", 30*time.Minute)},
+		}, "", UpToDate, false, 29*time.Minute + Jitter("uid-1", 30*time.Minute)},
 		{"a failing drift check backs off", func(in *Input) {
 			in.Drift.IntervalSeconds = ptr.To[int64](60)
 			in.Jobs = append(in.Jobs, job(jobs.OpDrift, 1, jobs.OutcomeFailed, 995))
-		}, "", ReasonDriftDue + BackoffSuffix, false, time.Minute},
+		}, "", DriftDue + BackoffSuffix, false, time.Minute},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			in := base()

@@ -27,18 +27,18 @@ func TestGatedApplies(t *testing.T) {
 	}{
 		{"manual: changed inputs without a plan start a plan", func(in *Input) {
 			in.Manual, in.CurrentInputsHash = true, "h1:new"
-		}, jobs.OpPlan, ReasonInputsChanged, nil},
+		}, jobs.OpPlan, InputsChanged, nil},
 		{"manual: a plan of other inputs is planned again", func(in *Input) {
 			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:older", PlanHash: planHash}
-		}, jobs.OpPlan, ReasonInputsChanged, nil},
+		}, jobs.OpPlan, InputsChanged, nil},
 		{"manual: an old p1 plan is planned again", func(in *Input) {
 			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: "p1:abc"}
-		}, jobs.OpPlan, ReasonInputsChanged, nil},
+		}, jobs.OpPlan, InputsChanged, nil},
 		{"manual: a current plan waits for approval and holds the schedule", func(in *Input) {
 			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: planHash}
 			in.Drift.IntervalSeconds = nil
 			in.Now = at(5000)
-		}, "", ReasonPlanAwaitingApproval, func(t *testing.T, d Decision) {
+		}, "", PlanAwaitingApproval, func(t *testing.T, d Decision) {
 			if d.RequeueAfter != ApprovalRequeue {
 				t.Errorf("requeue %v", d.RequeueAfter)
 			}
@@ -46,49 +46,49 @@ func TestGatedApplies(t *testing.T) {
 		{"manual: a stale approval never applies", func(in *Input) {
 			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: planHash}
 			in.ApprovedPlan = "p2:ffff"
-		}, "", ReasonPlanAwaitingApproval, nil},
+		}, "", PlanAwaitingApproval, nil},
 		{"manual: the approved plan is applied with its hash expected", func(in *Input) {
 			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: planHash}
 			in.ApprovedPlan = planHash
-		}, jobs.OpApply, ReasonInputsChanged, func(t *testing.T, d Decision) {
+		}, jobs.OpApply, InputsChanged, func(t *testing.T, d Decision) {
 			if d.ExpectPlan != planHash || d.Guard {
 				t.Errorf("decision %+v", d)
 			}
 		}},
 		{"manual: an empty plan needs no approval", func(in *Input) {
 			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: jobs.EmptyPlanHash}
-		}, jobs.OpApply, ReasonInputsChanged, func(t *testing.T, d Decision) {
+		}, jobs.OpApply, InputsChanged, func(t *testing.T, d Decision) {
 			if d.ExpectPlan != jobs.EmptyPlanHash {
 				t.Errorf("decision %+v", d)
 			}
 		}},
 		{"manual: the first apply with no state is never held", func(in *Input) {
 			in.Manual, in.State, in.Jobs = true, state.State{}, nil
-		}, jobs.OpApply, ReasonNoState, nil},
+		}, jobs.OpApply, NoState, nil},
 		{"manual: a plan-changed apply does not back off; the new plan waits", func(in *Input) {
 			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: "p2:new"}
 			in.ApprovedPlan = planHash
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomePlanChanged, 995))
-		}, "", ReasonPlanAwaitingApproval, nil},
+		}, "", PlanAwaitingApproval, nil},
 		{"manual: a failed approved apply retries the same plan after its backoff", func(in *Input) {
 			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: planHash}
 			in.ApprovedPlan = planHash
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeFailed, 900))
-		}, jobs.OpApply, ReasonInputsChanged, func(t *testing.T, d Decision) {
+		}, jobs.OpApply, InputsChanged, func(t *testing.T, d Decision) {
 			if d.ExpectPlan != planHash {
 				t.Errorf("decision %+v", d)
 			}
 		}},
 		{"guard: a cluster apply stops before a destructive plan", func(in *Input) {
 			in.Guarded, in.CurrentInputsHash = true, "h1:new"
-		}, jobs.OpApply, ReasonInputsChanged, func(t *testing.T, d Decision) {
+		}, jobs.OpApply, InputsChanged, func(t *testing.T, d Decision) {
 			if !d.Guard || d.AllowDeletesHash != "" {
 				t.Errorf("decision %+v", d)
 			}
 		}},
 		{"guard: the first apply is guarded too", func(in *Input) {
 			in.Guarded, in.State, in.Jobs = true, state.State{}, nil
-		}, jobs.OpApply, ReasonNoState, func(t *testing.T, d Decision) {
+		}, jobs.OpApply, NoState, func(t *testing.T, d Decision) {
 			if !d.Guard {
 				t.Errorf("decision %+v", d)
 			}
@@ -96,22 +96,22 @@ func TestGatedApplies(t *testing.T) {
 		{"guard: a blocked apply of the same inputs waits for approval", func(in *Input) {
 			in.Guarded, in.CurrentInputsHash = true, "h1:new"
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeBlocked, 10, jobs.AnnotationInputsHash, "h1:new"))
-		}, "", ReasonDestructivePlanBlocked, nil},
+		}, "", DestructivePlanBlocked, nil},
 		{"guard: changed inputs after a block apply again", func(in *Input) {
 			in.Guarded, in.CurrentInputsHash = true, "h1:newer"
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeBlocked, 10, jobs.AnnotationInputsHash, "h1:new"))
-		}, jobs.OpApply, ReasonInputsChanged, nil},
+		}, jobs.OpApply, InputsChanged, nil},
 		{"guard: an approved destructive plan is allowed by its inputs hash", func(in *Input) {
 			in.Guarded, in.CurrentInputsHash, in.ApprovedDestructive = true, "h1:new", "h1:new"
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomeBlocked, 10, jobs.AnnotationInputsHash, "h1:new"))
-		}, jobs.OpApply, ReasonInputsChanged, func(t *testing.T, d Decision) {
+		}, jobs.OpApply, InputsChanged, func(t *testing.T, d Decision) {
 			if !d.Guard || d.AllowDeletesHash != "h1:new" {
 				t.Errorf("decision %+v", d)
 			}
 		}},
 		{"guard: an approval of other inputs allows nothing", func(in *Input) {
 			in.Guarded, in.CurrentInputsHash, in.ApprovedDestructive = true, "h1:new", "h1:old"
-		}, jobs.OpApply, ReasonInputsChanged, func(t *testing.T, d Decision) {
+		}, jobs.OpApply, InputsChanged, func(t *testing.T, d Decision) {
 			if d.AllowDeletesHash != "" {
 				t.Errorf("decision %+v", d)
 			}
@@ -120,22 +120,22 @@ func TestGatedApplies(t *testing.T) {
 			in.Drift = infrav1.DriftSpec{IntervalSeconds: in.Drift.IntervalSeconds, Action: infrav1.DriftActionRemediate}
 			in.Jobs = append(in.Jobs, driftJob(1, 100, true))
 			in.LastDriftCheck = at(105)
-		}, jobs.OpApply, ReasonDriftRemediation, func(t *testing.T, d Decision) {
+		}, jobs.OpApply, DriftRemediation, func(t *testing.T, d Decision) {
 			if !d.Names.DriftRemediation || !d.Names.LastDriftCheck.Equal(at(105)) {
 				t.Errorf("names %+v", d.Names)
 			}
 		}},
 		{"remediation: Report only reports", func(in *Input) {
 			in.Jobs = append(in.Jobs, driftJob(1, 100, true))
-		}, "", ReasonUpToDate, nil},
+		}, "", UpToDate, nil},
 		{"remediation: no drift, no remediation", func(in *Input) {
 			in.Drift.Action = infrav1.DriftActionRemediate
 			in.Jobs = append(in.Jobs, driftJob(1, 100, false))
-		}, "", ReasonUpToDate, nil},
+		}, "", UpToDate, nil},
 		{"remediation: an apply after the check resolved the drift", func(in *Input) {
 			in.Drift.Action = infrav1.DriftActionRemediate
 			in.Jobs = append(in.Jobs, driftJob(1, 100, true), job(jobs.OpApply, 2, jobs.OutcomeSucceeded, 200))
-		}, "", ReasonUpToDate, nil},
+		}, "", UpToDate, nil},
 		{"remediation: stops at the cap until the next good drift check", func(in *Input) {
 			in.Drift.Action = infrav1.DriftActionRemediate
 			in.Jobs = append(in.Jobs, driftJob(1, 100, true))
@@ -143,7 +143,7 @@ func TestGatedApplies(t *testing.T) {
 			for i := int32(0); i < 3; i++ {
 				in.Jobs = append(in.Jobs, job(jobs.OpApply, 2+i, jobs.OutcomeFailed, 200+10*int(i), jobs.AnnotationDriftRemediation, "true"))
 			}
-		}, "", ReasonUpToDate, nil},
+		}, "", UpToDate, nil},
 		{"remediation: resumes after a newer good drift check", func(in *Input) {
 			in.Drift.Action = infrav1.DriftActionRemediate
 			for i := int32(0); i < 3; i++ {
@@ -151,11 +151,11 @@ func TestGatedApplies(t *testing.T) {
 			}
 			in.Jobs = append(in.Jobs, driftJob(2, 300, true))
 			in.LastDriftCheck = at(305)
-		}, jobs.OpApply, ReasonDriftRemediation, nil},
+		}, jobs.OpApply, DriftRemediation, nil},
 		{"restore: a requested backup is restored first", func(in *Input) {
 			in.CurrentInputsHash = "h1:new"
 			in.Restore = &Restore{Serial: "4", BackupName: "captf-state-backup-x-4", InputsHash: "h1:backup"}
-		}, jobs.OpRestore, ReasonRestoreRequested, func(t *testing.T, d Decision) {
+		}, jobs.OpRestore, RestoreRequested, func(t *testing.T, d Decision) {
 			if d.RestoreSerial != "4" || d.Names.BackupName != "captf-state-backup-x-4" || d.Names.BackupInputsHash != "h1:backup" {
 				t.Errorf("decision %+v", d)
 			}
@@ -163,10 +163,10 @@ func TestGatedApplies(t *testing.T) {
 		{"restore: a failed restore of a serial is not retried", func(in *Input) {
 			in.Restore = &Restore{Serial: "4"}
 			in.Jobs = append(in.Jobs, job(jobs.OpRestore, 1, jobs.OutcomeFailed, 900, jobs.AnnotationRestoreSerial, "4"))
-		}, "", ReasonUpToDate, nil},
+		}, "", UpToDate, nil},
 		{"restore: no restore while deleting with readable state", func(in *Input) {
 			in.Deleting, in.Restore = true, &Restore{Serial: "4"}
-		}, jobs.OpDestroy, ReasonDeleting, nil},
+		}, jobs.OpDestroy, Deleting, nil},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			in := base()

@@ -93,11 +93,11 @@ func Read(secret *corev1.Secret) (State, error) {
 	}
 	gz, err := gzip.NewReader(bytes.NewReader(raw))
 	if err != nil {
-		return State{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return State{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	data, err := io.ReadAll(io.LimitReader(gz, maxStateBytes+1))
 	if err != nil {
-		return State{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return State{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if len(data) > maxStateBytes {
 		return State{}, fmt.Errorf("%w: %w: it decompresses to more than %d MiB", ErrCorrupt, ErrTooLarge, maxStateBytes>>20)
@@ -109,7 +109,7 @@ func Read(secret *corev1.Secret) (State, error) {
 func Parse(data []byte, inputsHash string) (State, error) {
 	var f stateFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return State{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return State{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if len(f.EncryptedData) > 0 {
 		return State{}, ErrEncrypted

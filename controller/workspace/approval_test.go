@@ -106,7 +106,7 @@ func TestManualCyclePlanApproveApply(t *testing.T) {
 		t.Fatalf("status.plan = %+v", tc.Status.Plan)
 	}
 	c := conditions.Get(tc.Status.Conditions, conditions.ApplyJobSucceeded)
-	if c.Status != metav1.ConditionUnknown || c.Reason != workspace.ReasonPlanAwaitingApproval || !strings.Contains(c.Message, planA) || !strings.Contains(c.Message, "plans/"+plan.Name+"/approval") {
+	if c.Status != metav1.ConditionUnknown || c.Reason != conditions.ReasonPlanAwaitingApproval || !strings.Contains(c.Message, planA) || !strings.Contains(c.Message, "plans/"+plan.Name+"/approval") {
 		t.Fatalf("ApplyJobSucceeded = %+v", c)
 	}
 	if ev := h.events(); countPrefix(ev, "Normal PlanReady") != 1 {
@@ -164,7 +164,7 @@ func TestPlanChangedReplacesThePlanWithoutBackoff(t *testing.T) {
 	if tc.Status.Plan == nil || tc.Status.Plan.PlanHash != planB {
 		t.Fatalf("status.plan = %+v, want the new plan", tc.Status.Plan)
 	}
-	if c := conditions.Get(tc.Status.Conditions, conditions.ApplyJobSucceeded); c.Reason != workspace.ReasonPlanChanged || c.Status != metav1.ConditionUnknown {
+	if c := conditions.Get(tc.Status.Conditions, conditions.ApplyJobSucceeded); c.Reason != conditions.ReasonPlanChanged || c.Status != metav1.ConditionUnknown {
 		t.Fatalf("ApplyJobSucceeded = %+v", c)
 	}
 	// Approving the new plan applies at once: a plan change is no failure to back off from.
@@ -193,7 +193,7 @@ func TestBlockedDestructiveApplyWaitsForApprovalThenAppliesOnce(t *testing.T) {
 	h.settle(tc)
 	h.get(tc)
 	c := conditions.Get(tc.Status.Conditions, conditions.ApplyJobSucceeded)
-	if c.Status != metav1.ConditionFalse || c.Reason != workspace.ReasonDestructivePlanBlocked || !strings.Contains(c.Message, "module.workspace.terraform_data.a (replace)") {
+	if c.Status != metav1.ConditionFalse || c.Reason != conditions.ReasonDestructivePlanBlocked || !strings.Contains(c.Message, "module.workspace.terraform_data.a (replace)") {
 		t.Fatalf("ApplyJobSucceeded = %+v", c)
 	}
 	if ev := h.events(); countPrefix(ev, "Warning DestructivePlanBlocked") != 1 {
@@ -256,7 +256,7 @@ func TestRemediationStopsAtTheCapAndResumesAfterADriftCheck(t *testing.T) {
 	// At the cap of two: no more remediation, the drift stays pending.
 	h.noRunningJob(jobs.KindCluster, "web")
 	h.get(tc)
-	if c := conditions.Get(tc.Status.Conditions, conditions.DriftDetected); c.Status != metav1.ConditionTrue || c.Reason != workspace.ReasonDriftPending {
+	if c := conditions.Get(tc.Status.Conditions, conditions.DriftDetected); c.Status != metav1.ConditionTrue || c.Reason != conditions.ReasonDriftPending {
 		t.Fatalf("DriftDetected = %+v", c)
 	}
 	drift()

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -135,98 +134,73 @@ func (p *pass) readResult(ctx context.Context, job *batchv1.Job) (*jobs.RunnerRe
 	return &result, imageID, nil
 }
 
-// record writes a booked Job's result into status and conditions.
+// record writes a booked Job's result into status (setBooked) and carries out what a success
+// changes elsewhere: the state's inputs hash, the pinned image, the approvals used up. Its events
+// wait in b.extraEvents for the pass that writes the bookkept mark.
 func (p *pass) record(ctx context.Context, b *booked) error {
 	status := p.status()
-	op := jobs.OpOf(b.job)
-	finished := metav1.NewTime(b.summary.FinishedAt.Time)
-	if b.summary.FinishedAt == nil {
-		finished = metav1.NewTime(p.now)
+	finished := p.now
+	if b.summary.FinishedAt != nil {
+		finished = b.summary.FinishedAt.Time
 	}
-	last := &infrav1.LastRun{Job: b.job.Name, Operation: infrav1.Operation(op), Outcome: string(b.outcome), FinishedAt: &finished}
-	if e := b.summary.Error; e != nil {
-		last.Error = &infrav1.RunError{Kind: string(e.Kind), Step: e.Step, Summary: e.Summary}
+	driftWasDetected := conditions.IsTrue(status.Conditions, conditions.DriftDetected)
+	setBooked(status, p.planSlot(), p.stamp(), bookedRun{job: b.job, outcome: b.outcome, summary: b.summary, finished: finished}, p.r.KindInfo.DriftPolicy(p.obj), p.obj.GetNamespace())
+	if err := p.actOnSuccess(ctx, b); err != nil {
+		return err
 	}
-	if d := b.summary.Drift; d != nil {
-		last.Drift = &infrav1.DriftSummary{Add: int32(d.Add), Change: int32(d.Change), Destroy: int32(d.Destroy)}
-		for _, r := range d.Resources {
-			last.Drift.Resources = append(last.Drift.Resources, r.Address)
-		}
+	var preview *infrav1.PlanPreview
+	if slot := p.planSlot(); slot != nil && *slot != nil && (*slot).Job == b.job.Name {
+		preview = *slot
 	}
-	if status.LastRun == nil || status.LastRun.FinishedAt == nil || !finished.Before(status.LastRun.FinishedAt) {
-		status.LastRun = last
-	}
+	b.extraEvents = append(b.extraEvents, bookedEvents(b, preview, driftWasDetected)...)
+	return nil
+}
 
-	gen := p.obj.GetGeneration()
-	conds := &status.Conditions
-	message := describe(b)
-	switch {
-	case b.outcome.Succeeded() && op == jobs.OpPlan:
-		if preview := p.recordPlan(b.job, b.summary.Plan, finished.Time); preview != nil {
-			conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionUnknown, ReasonPlanAwaitingApproval, approveMessage(p.obj, preview), gen, p.now)
-			b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, EventPlanReady, fmt.Sprintf("Plan %s of Job %s: %d to add, %d to change, %d to destroy", preview.PlanHash, b.job.Name, preview.Add, preview.Change, preview.Destroy)})
-		}
-	case b.outcome.Succeeded():
-		switch op {
-		case jobs.OpApply:
-			conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionTrue, conditions.ReasonApplySucceeded, message, gen, p.now)
-			status.Initialization = &infrav1.Initialization{Provisioned: ptr.To(true)}
-			if err := p.adoptState(ctx, b.job); err != nil {
-				return err
-			}
-			if err := p.pinSource(ctx, b); err != nil {
-				return err
-			}
-			if err := p.consumeApprovals(ctx, b); err != nil {
-				return err
-			}
-			if c := conditions.Get(*conds, conditions.DriftDetected); c != nil && c.Status == metav1.ConditionTrue {
-				conditions.Set(conds, conditions.DriftDetected, metav1.ConditionFalse, conditions.ReasonNoDrift, "resolved by Job "+b.job.Name, gen, p.now)
-				b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, EventDriftResolved, "Job " + b.job.Name + " applied the inputs again"})
-			}
-		case jobs.OpDestroy:
-			conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionTrue, conditions.ReasonDestroySucceeded, message, gen, p.now)
-		case jobs.OpRestore:
-			conditions.Set(conds, conditions.RestoreJobSucceeded, metav1.ConditionTrue, conditions.ReasonStateRestored, message, gen, p.now)
-			if err := p.adoptState(ctx, b.job); err != nil {
-				return err
-			}
-			if p.obj.GetAnnotations()[jobs.AnnotationRestoreState] == b.job.Annotations[jobs.AnnotationRestoreSerial] {
-				p.consumed = append(p.consumed, jobs.AnnotationRestoreState)
-			}
-			b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, EventStateRestored, "Job " + b.job.Name + " restored state serial " + b.job.Annotations[jobs.AnnotationRestoreSerial]})
-		case jobs.OpRefresh:
-			status.LastRefresh = &finished
-			conditions.Set(conds, conditions.DriftJobSucceeded, metav1.ConditionTrue, conditions.ReasonDriftChecked, message, gen, p.now)
-		case jobs.OpDrift:
-			status.LastDriftCheck = &finished
-			conditions.Set(conds, conditions.DriftJobSucceeded, metav1.ConditionTrue, conditions.ReasonDriftChecked, message, gen, p.now)
-			if d := b.summary.Drift; d != nil && d.Detected {
-				reason := conditions.ReasonDriftReported
-				if p.obj.DriftPolicy().Action == infrav1.DriftActionRemediate {
-					reason = ReasonDriftPending
-				}
-				conditions.Set(conds, conditions.DriftDetected, metav1.ConditionTrue, reason,
-					fmt.Sprintf("%d to add, %d to change, %d to destroy", d.Add, d.Change, d.Destroy), gen, p.now)
-				b.extraEvents = append(b.extraEvents, event{corev1.EventTypeWarning, EventDriftDetected, fmt.Sprintf("Job %s found drift: %d to add, %d to change, %d to destroy", b.job.Name, d.Add, d.Change, d.Destroy)})
-			} else {
-				conditions.Set(conds, conditions.DriftDetected, metav1.ConditionFalse, conditions.ReasonNoDrift, "the infrastructure matches the state", gen, p.now)
-			}
-		}
-	case b.outcome == jobs.OutcomeInterrupted:
-		p.setCondition(op, metav1.ConditionUnknown, conditions.ReasonJobInterrupted, message)
-	case b.outcome == jobs.OutcomePlanChanged:
-		if preview := p.recordPlan(b.job, b.summary.Plan, finished.Time); preview != nil {
-			conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionUnknown, ReasonPlanChanged,
-				"the approved plan no longer matched; the new "+approveMessage(p.obj, preview), gen, p.now)
-			b.extraEvents = append(b.extraEvents, event{corev1.EventTypeWarning, EventPlanChanged, fmt.Sprintf("Job %s planned %s instead of the approved %s; nothing was applied", b.job.Name, preview.PlanHash, b.job.Annotations[jobs.AnnotationApprovedPlan])})
-		}
-	case b.outcome == jobs.OutcomeBlocked:
-		conditions.Set(conds, conditions.ApplyJobSucceeded, metav1.ConditionFalse, ReasonDestructivePlanBlocked, blockedMessage(b.job, b.summary.Plan), gen, p.now)
-	default:
-		p.setCondition(op, metav1.ConditionFalse, failureReason(op, b.outcome), message)
+// actOnSuccess does what a successful apply or restore leaves to the controller: the state
+// records the inputs it was made from, an apply pins its image and consumes the approvals it
+// carried out, and a restore consumes its request.
+func (p *pass) actOnSuccess(ctx context.Context, b *booked) error {
+	if !b.outcome.Succeeded() {
+		return nil
 	}
-	conditions.SetReady(conds, gen, p.now)
+	switch jobs.OpOf(b.job) {
+	case jobs.OpApply:
+		if err := p.adoptState(ctx, b.job); err != nil {
+			return err
+		}
+		if err := p.pinSource(ctx, b); err != nil {
+			return err
+		}
+		return p.consumeApprovals(ctx, b)
+	case jobs.OpRestore:
+		if err := p.adoptState(ctx, b.job); err != nil {
+			return err
+		}
+		if p.obj.GetAnnotations()[jobs.AnnotationRestoreState] == b.job.Annotations[jobs.AnnotationRestoreSerial] {
+			p.consumed = append(p.consumed, jobs.AnnotationRestoreState)
+		}
+	}
+	return nil
+}
+
+// bookedEvents are the events a booked Job adds to its JobSucceeded or JobFailed one: the plan it
+// made (preview is the object's plan when this Job made it), the drift its check found or its
+// apply resolved, the state it restored, the approved plan it did not get.
+func bookedEvents(b *booked, preview *infrav1.PlanPreview, driftWasDetected bool) []event {
+	op, name := jobs.OpOf(b.job), b.job.Name
+	switch {
+	case b.outcome.Succeeded() && op == jobs.OpPlan && preview != nil:
+		return []event{{corev1.EventTypeNormal, EventPlanReady, fmt.Sprintf("Plan %s of Job %s: %d to add, %d to change, %d to destroy", preview.PlanHash, name, preview.Add, preview.Change, preview.Destroy)}}
+	case b.outcome.Succeeded() && op == jobs.OpApply && driftWasDetected:
+		return []event{{corev1.EventTypeNormal, EventDriftResolved, "Job " + name + " applied the inputs again"}}
+	case b.outcome.Succeeded() && op == jobs.OpRestore:
+		return []event{{corev1.EventTypeNormal, EventStateRestored, "Job " + name + " restored state serial " + b.job.Annotations[jobs.AnnotationRestoreSerial]}}
+	case b.outcome.Succeeded() && op == jobs.OpDrift && b.summary.Drift != nil && b.summary.Drift.Detected:
+		d := b.summary.Drift
+		return []event{{corev1.EventTypeWarning, EventDriftDetected, fmt.Sprintf("Job %s found drift: %d to add, %d to change, %d to destroy", name, d.Add, d.Change, d.Destroy)}}
+	case b.outcome == jobs.OutcomePlanChanged && preview != nil:
+		return []event{{corev1.EventTypeWarning, EventPlanChanged, fmt.Sprintf("Job %s planned %s instead of the approved %s; nothing was applied", name, preview.PlanHash, b.job.Annotations[jobs.AnnotationApprovedPlan])}}
+	}
 	return nil
 }
 
@@ -284,36 +258,6 @@ func newerApplySucceeded(all []batchv1.Job, job *batchv1.Job) bool {
 	return false
 }
 
-func failureReason(op jobs.Op, outcome jobs.Outcome) string {
-	switch {
-	case outcome == jobs.OutcomeDeadlineExceeded && (op == jobs.OpRefresh || op == jobs.OpDrift):
-		return conditions.ReasonDriftJobDeadline
-	case outcome == jobs.OutcomeDeadlineExceeded:
-		return conditions.ReasonJobDeadlineExceeded
-	case op == jobs.OpRefresh || op == jobs.OpDrift:
-		return conditions.ReasonDriftJobFailed
-	case op == jobs.OpDestroy:
-		return conditions.ReasonDestroyFailed
-	case op == jobs.OpRestore:
-		return conditions.ReasonRestoreFailed
-	}
-	return conditions.ReasonApplyFailed
-}
-
-// describe is the condition message of a booked Job.
-func describe(b *booked) string {
-	msg := fmt.Sprintf("Job %s: %s", b.job.Name, strings.ToLower(string(b.outcome)))
-	if e := b.summary.Error; e != nil {
-		if e.Step != "" {
-			msg += fmt.Sprintf(" in step %s", e.Step)
-		}
-		if e.Summary != "" {
-			msg += ": " + e.Summary
-		}
-	}
-	return msg
-}
-
 // afterStatusPatch finishes what the status patch made durable: for each booked Job the
 // per-run Secret's deletion, the bookkept mark, then once per Job the events and metrics and the
 // Lease's release, and last the pruning of history beyond the limits.
@@ -350,6 +294,7 @@ func (p *pass) afterStatusPatch(ctx context.Context) error {
 			}
 			return fmt.Errorf("marking Job %s bookkept: %w", b.job.Name, err)
 		}
+		logf.FromContext(ctx).Info("booked Job", "job", current.Name, "op", jobs.OpOf(&current), "outcome", b.outcome, "retry", b.retry)
 		p.announce(&b)
 		if err := p.releaseLease(ctx, current.Name); err != nil {
 			logf.FromContext(ctx).Error(err, "giving back the run Lease", "job", current.Name)
@@ -378,21 +323,18 @@ func (p *pass) removeObjectAnnotations(ctx context.Context) error {
 	return nil
 }
 
-// consumeApprovals clears what a successful apply used up: the approved plan (status.plan and
-// its approval), an approval of a destructive plan of these inputs, and the marker of an apply
+// consumeApprovals clears what a successful apply used up (setBooked cleared status.plan): the
+// approval of the plan, an approval of a destructive plan of these inputs, and the marker of an apply
 // that disappeared while it ran, once an apply started after it succeeded.
 func (p *pass) consumeApprovals(ctx context.Context, b *booked) error {
-	annotations := p.obj.GetAnnotations()
+	approvals := jobs.ApprovalsOf(p.obj.GetAnnotations())
 	if hash := b.job.Annotations[jobs.AnnotationApprovedPlan]; hash != "" {
-		if planned, ok := p.obj.(infrav1.Planned); ok {
-			*planned.PlanPreview() = nil
-		}
-		if annotations[jobs.AnnotationApprovePlan] == hash {
+		if approvals.Plan == hash {
 			p.consumed = append(p.consumed, jobs.AnnotationApprovePlan, jobs.AnnotationApprovedBy, jobs.AnnotationApprovedAt)
 		}
 		b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, EventPlanApplied, "Job " + b.job.Name + " applied the approved plan " + hash})
 	}
-	if inputsHash := b.job.Annotations[jobs.AnnotationInputsHash]; inputsHash != "" && annotations[jobs.AnnotationApproveDestructivePlan] == inputsHash {
+	if inputsHash := b.job.Annotations[jobs.AnnotationInputsHash]; inputsHash != "" && approvals.DestructivePlan == inputsHash {
 		p.consumed = append(p.consumed, jobs.AnnotationApproveDestructivePlan, jobs.AnnotationApprovedBy, jobs.AnnotationApprovedAt)
 		b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, EventDestructivePlanApprovalConsumed, "Job " + b.job.Name + " applied the approved destructive plan of inputs " + inputsHash})
 	}
@@ -417,7 +359,7 @@ func (p *pass) consumeApprovals(ctx context.Context, b *booked) error {
 func (p *pass) announce(b *booked) {
 	op := jobs.OpOf(b.job)
 	p.r.Metrics.Finished(p.r.Kind, op, b.outcome, b.ran, b.retry)
-	msg := describe(b)
+	msg := bookedRun{job: b.job, outcome: b.outcome, summary: b.summary}.describe()
 	for _, e := range b.extraEvents {
 		p.event(b.job, e.eventType, e.reason, "%s", e.note)
 	}
@@ -448,6 +390,7 @@ func (p *pass) prune(ctx context.Context) error {
 		if err := p.r.Client.Delete(ctx, job, &client.DeleteOptions{PropagationPolicy: &background}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("pruning Job %s: %w", name, err)
 		}
+		logf.FromContext(ctx).Info("pruned Job beyond the history limits", "job", name)
 	}
 	return nil
 }

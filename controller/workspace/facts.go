@@ -68,54 +68,14 @@ func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj 
 	var f Facts
 	ns, suffix := obj.GetNamespace(), jobs.StateSecretSuffix(obj.GetNamespace(), r.Kind, obj.GetName())
 	f.stateKey = types.NamespacedName{Namespace: ns, Name: state.SecretName(suffix)}
-	var st state.State
-	var stateErr error
-	remembered := false
-	if useCache {
-		if m, found, err := cachedMetadata(ctx, r.Metadata, secretGVK, f.stateKey); err == nil && found {
-			if e, ok := r.states.lookup(f.stateKey, m.ResourceVersion); ok {
-				st, stateErr, remembered = e.state, e.err, true
-				f.FromCache, f.StateRemembered = true, true
-			}
-		}
+	st, stateErr, err := r.readState(ctx, reader, &f, useCache)
+	if err != nil {
+		return f, err
 	}
-	if !remembered {
-		var stateSecret corev1.Secret
-		err := reader.Get(ctx, f.stateKey, &stateSecret)
-		switch {
-		case err == nil:
-			f.StateSecret, f.stateVersion = &stateSecret, stateSecret.ResourceVersion
-			st, stateErr = state.Read(&stateSecret)
-		case !apierrors.IsNotFound(err):
-			return f, fmt.Errorf("reading the state Secret: %w", err)
-		}
+	if err := r.readDurable(ctx, reader, &f, client.ObjectKey{Namespace: ns, Name: jobs.InputsSecretName(r.Kind, obj.GetName())}, useCache); err != nil {
+		return f, err
 	}
-	durableKey := client.ObjectKey{Namespace: ns, Name: jobs.InputsSecretName(r.Kind, obj.GetName())}
-	var durable metav1.ObjectMeta
-	if useCache && r.Metadata != nil {
-		// Only its annotations count. Every durable inputs Secret carries the managed label, so
-		// the metadata cache has it, or it does not exist yet, or its event is on the way and
-		// brings another pass.
-		m, found, err := cachedMetadata(ctx, r.Metadata, secretGVK, durableKey)
-		if err != nil {
-			return f, fmt.Errorf("reading the durable inputs Secret from the cache: %w", err)
-		}
-		if found {
-			durable, f.DurableExists = m.ObjectMeta, true
-		}
-		f.FromCache = true
-	} else {
-		var secret corev1.Secret
-		switch err := reader.Get(ctx, durableKey, &secret); {
-		case err == nil:
-			f.durable, f.DurableExists = &secret, true
-		case !apierrors.IsNotFound(err):
-			return f, fmt.Errorf("reading the durable inputs Secret: %w", err)
-		}
-		durable, f.durableRead = secret.ObjectMeta, true
-	}
-	f.Durable = durable
-	if stateErr == nil && !st.Exists && durable.Annotations[jobs.AnnotationApplied] == "true" {
+	if stateErr == nil && !st.Exists && f.Durable.Annotations[jobs.AnnotationApplied] == "true" {
 		// The marker outlives the state: a missing state after a successful apply is lost, not new.
 		stateErr = state.ErrLost
 	}
@@ -131,28 +91,88 @@ func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj 
 		variables = spec.Variables.Raw
 	}
 	f.Rendered, f.RenderErr = inputs.Render(spec.Source.Image, variables, field.NewPath("spec", "variables"))
-	status := obj.WorkspaceStatus()
-	annotations := obj.GetAnnotations()
+	f.Input = r.decideInput(obj, f, st, stateErr, retained, restore, now)
+	return f, nil
+}
+
+// readState reads the state into f: from the memo when useCache and the cached metadata shows
+// the resourceVersion the memo read, otherwise live. stateErr says why a state that exists
+// cannot be used; err is a failed read.
+func (r *Reconciler) readState(ctx context.Context, reader client.Reader, f *Facts, useCache bool) (st state.State, stateErr, err error) {
+	if useCache {
+		if m, found, err := cachedMetadata(ctx, r.Metadata, secretGVK, f.stateKey); err == nil && found {
+			if e, ok := r.states.lookup(f.stateKey, m.ResourceVersion); ok {
+				f.FromCache, f.StateRemembered = true, true
+				return e.state, e.err, nil
+			}
+		}
+	}
+	var stateSecret corev1.Secret
+	err = reader.Get(ctx, f.stateKey, &stateSecret)
+	switch {
+	case err == nil:
+		f.StateSecret, f.stateVersion = &stateSecret, stateSecret.ResourceVersion
+		st, stateErr = state.Read(&stateSecret)
+		return st, stateErr, nil
+	case apierrors.IsNotFound(err):
+		return st, nil, nil
+	default:
+		return st, nil, fmt.Errorf("reading the state Secret: %w", err)
+	}
+}
+
+// readDurable reads the durable inputs Secret into f: its metadata from the cache when
+// useCache, otherwise the Secret live.
+func (r *Reconciler) readDurable(ctx context.Context, reader client.Reader, f *Facts, key client.ObjectKey, useCache bool) error {
+	if useCache && r.Metadata != nil {
+		// Only its annotations count. Every durable inputs Secret carries the managed label, so
+		// the metadata cache has it, or it does not exist yet, or its event is on the way and
+		// brings another pass.
+		m, found, err := cachedMetadata(ctx, r.Metadata, secretGVK, key)
+		if err != nil {
+			return fmt.Errorf("reading the durable inputs Secret from the cache: %w", err)
+		}
+		if found {
+			f.Durable, f.DurableExists = m.ObjectMeta, true
+		}
+		f.FromCache = true
+		return nil
+	}
+	var secret corev1.Secret
+	switch err := reader.Get(ctx, key, &secret); {
+	case err == nil:
+		f.durable, f.DurableExists = &secret, true
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading the durable inputs Secret: %w", err)
+	}
+	f.Durable, f.durableRead = secret.ObjectMeta, true
+	return nil
+}
+
+// decideInput assembles what decide.Decide takes from the object and the facts read about it.
+func (r *Reconciler) decideInput(obj infrav1.Workspace, f Facts, st state.State, stateErr error, retained []batchv1.Job, restore *decide.Restore, now time.Time) decide.Input {
+	spec, status := obj.WorkspaceSpec(), obj.WorkspaceStatus()
+	approvals := jobs.ApprovalsOf(obj.GetAnnotations())
 	in := decide.Input{
 		Kind:              r.Kind,
 		UID:               obj.GetUID(),
 		CreatedAt:         obj.GetCreationTimestamp().Time,
 		Deleting:          !obj.GetDeletionTimestamp().IsZero(),
-		Mutable:           r.Mutable == nil || r.Mutable(obj),
+		Mutable:           r.KindInfo.InputsMutable(obj),
 		State:             st,
 		StateErr:          stateErr,
 		Jobs:              retained,
 		Limits:            jobs.LimitsOf(spec.Jobs),
-		Drift:             obj.DriftPolicy(),
+		Drift:             r.KindInfo.DriftPolicy(obj),
 		LastDriftCheck:    lastSuccess(retained, jobs.OpDrift, status.LastDriftCheck),
 		LastRefresh:       lastSuccess(retained, jobs.OpRefresh, status.LastRefresh),
 		Now:               now,
 		CurrentInputsHash: f.Rendered.Hash,
-		InterruptedApply:  durable.Annotations[jobs.AnnotationInterruptedApply],
-		ApprovedPlan:      annotations[jobs.AnnotationApprovePlan],
+		InterruptedApply:  f.Durable.Annotations[jobs.AnnotationInterruptedApply],
+		ApprovedPlan:      approvals.Plan,
 		// The guard is always on for a cluster's applies under Automatic.
 		Guarded:             r.Kind == jobs.KindCluster,
-		ApprovedDestructive: annotations[jobs.AnnotationApproveDestructivePlan],
+		ApprovedDestructive: approvals.DestructivePlan,
 		Restore:             restore,
 	}
 	if planned, ok := obj.(infrav1.Planned); ok && planned.ManualApply() {
@@ -164,8 +184,7 @@ func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj 
 	if f.RenderErr != nil {
 		in.CurrentInputsHash = ""
 	}
-	f.Input = in
-	return f, nil
+	return in
 }
 
 // OwnJobs lists obj's retained Jobs from reader: those whose controller reference is obj itself.

@@ -28,8 +28,6 @@ import (
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/controller/metrics"
 	"github.com/captf/captf/controller/state"
-	"github.com/captf/captf/controller/terraformcluster"
-	"github.com/captf/captf/controller/terraformmachine"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/testenv"
@@ -86,9 +84,9 @@ func newHarness(t *testing.T, kind jobs.Kind) *harness {
 	base := workspace.Reconciler{Client: c, APIReader: c, Recorder: h.recorder, Clock: h.clock, Metrics: m, RunnerImage: runnerImage}
 	switch kind {
 	case jobs.KindMachine:
-		h.r = terraformmachine.New(base)
+		h.r = workspace.New(base, infrav1.MachineKind)
 	default:
-		h.r = terraformcluster.New(base)
+		h.r = workspace.New(base, infrav1.ClusterKind)
 	}
 	return h
 }
@@ -126,7 +124,7 @@ func (h *harness) settle(obj client.Object) ctrl.Result {
 	h.t.Helper()
 	for i := 0; i < 10; i++ {
 		res := h.reconcile(obj)
-		if !res.Requeue || res.RequeueAfter > 0 { //nolint:staticcheck // Requeue is what the engine returns
+		if res.RequeueAfter != workspace.NextPassRequeue {
 			return res
 		}
 	}

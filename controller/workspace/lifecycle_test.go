@@ -37,7 +37,7 @@ func TestFirstApplyStartsOneJobInTheSeedOrder(t *testing.T) {
 	if tc.Status.ActiveJob == nil || tc.Status.ActiveJob.Name != job.Name || tc.Status.ActiveJob.Attempt != 1 {
 		t.Errorf("status.activeJob = %+v", tc.Status.ActiveJob)
 	}
-	if !slices.Contains(tc.Finalizers, workspace.Finalizer(jobs.KindCluster)) {
+	if !slices.Contains(tc.Finalizers, infrav1.ClusterKind.Finalizer()) {
 		t.Errorf("finalizers = %v", tc.Finalizers)
 	}
 	runSecret := h.secret(jobs.RunSecretName(job.Name))

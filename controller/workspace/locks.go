@@ -10,10 +10,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
 )
@@ -112,15 +110,6 @@ func (p *pass) checkStateLock(ctx context.Context) (lockVerdict, error) {
 		return lockVerdict{staleID: info.ID}, nil
 	}
 	return lockVerdict{heldBy: fmt.Sprintf("lock %s held by the running pod %s of this object's Jobs", info.ID, pod)}, nil
-}
-
-// reportStateLock records a lock that is not stale in StateReadable; the Job still starts.
-func (p *pass) reportStateLock(v lockVerdict) {
-	status := p.status()
-	gen := p.obj.GetGeneration()
-	conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionFalse, conditions.ReasonStateLocked,
-		"the state is locked ("+v.heldBy+"); the next Job waits up to lockTimeoutSeconds for it", gen, p.now)
-	conditions.SetReady(&status.Conditions, gen, p.now)
 }
 
 // quoteBounded quotes s as %q does, cut so that the quoted text is at most limit bytes (a cut

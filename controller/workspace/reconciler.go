@@ -42,6 +42,11 @@ const (
 	LeaseRequeue = 30 * time.Second
 	// StuckAge is how old an active Job must be before it can count as stuck.
 	StuckAge = time.Minute
+	// NextPassRequeue runs the next pass almost at once, for a pass that wrote what the next
+	// one decides from (a finalizer, bookkeeping marks, a deleted stuck Job). It is a short
+	// fixed delay rather than a rate-limited requeue: the write is done, so no failure is
+	// being retried, and one object cannot loop faster than this.
+	NextPassRequeue = 100 * time.Millisecond
 )
 
 // PausedAnnotation pauses an object, as in Cluster API.
@@ -66,32 +71,23 @@ type Reconciler struct {
 	// RunnerImage is the image of the runner init container.
 	RunnerImage string
 
-	// Kind is the kind reconciled; NewObject returns an empty object of it.
-	Kind      jobs.Kind
-	NewObject func() infrav1.Workspace
-	// Mutable reports whether changed inputs are applied again.
-	Mutable func(infrav1.Workspace) bool
-	// NewList returns an empty list of the kind.
-	NewList func() client.ObjectList
+	// Kind is the kind reconciled; KindInfo its row of infrav1.Kinds. New sets both.
+	Kind     jobs.Kind
+	KindInfo infrav1.KindInfo
 
 	// states remembers the state reads; SetupWithManager creates it.
 	states *stateMemo
 }
 
-// Finalizer returns the finalizer of a kind, e.g. terraformcluster.infrastructure.cluster.x-k8s.io.
-func Finalizer(kind jobs.Kind) string {
-	switch kind {
-	case jobs.KindCluster:
-		return "terraformcluster." + infrav1.GroupVersion.Group
-	case jobs.KindMachine:
-		return "terraformmachine." + infrav1.GroupVersion.Group
-	}
-	return "terraformmachinepool." + infrav1.GroupVersion.Group
+// New returns the reconciler of one kind, built on base.
+func New(base Reconciler, kind infrav1.KindInfo) *Reconciler {
+	base.Kind, base.KindInfo = jobs.Kind(kind.Kind), kind
+	return &base
 }
 
 // Reconcile runs one pass.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	obj := r.NewObject()
+	obj := r.KindInfo.New()
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			// Gone: nothing of it is remembered any more.
@@ -99,14 +95,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	finalizer := Finalizer(r.Kind)
+	finalizer := r.KindInfo.Finalizer()
 	if obj.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(obj, finalizer) {
 		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
 		controllerutil.AddFinalizer(obj, finalizer)
 		if err := r.Client.Patch(ctx, obj, patch); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding the finalizer: %w", err)
 		}
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{RequeueAfter: NextPassRequeue}, nil
 	}
 
 	p := r.newPass(obj)
@@ -173,6 +169,17 @@ func (r *Reconciler) newPass(obj infrav1.Workspace) *pass {
 }
 
 func (p *pass) status() *infrav1.WorkspaceStatus { return p.obj.WorkspaceStatus() }
+
+// stamp is the generation and time this pass writes conditions with.
+func (p *pass) stamp() stamp { return stamp{generation: p.obj.GetGeneration(), now: p.now} }
+
+// planSlot is the object's status.plan, nil for kinds without plans.
+func (p *pass) planSlot() **infrav1.PlanPreview {
+	if planned, ok := p.obj.(infrav1.Planned); ok {
+		return planned.PlanPreview()
+	}
+	return nil
+}
 
 // stateSuffix is the object's state Secret suffix.
 func (p *pass) stateSuffix() string {
@@ -245,13 +252,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	r.states = newStateMemo()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(string(r.Kind))).
-		For(r.NewObject()).
+		For(r.KindInfo.New()).
 		Owns(&batchv1.Job{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
 	if r.Metadata != nil {
 		// A changed state Secret or durable inputs Secret brings a pass, so a pass that trusted
 		// the cache sees the change once the cache has it.
-		if err := mgr.GetFieldIndexer().IndexField(context.Background(), r.NewObject(), ownerNameIndex, func(o client.Object) []string {
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), r.KindInfo.New(), ownerNameIndex, func(o client.Object) []string {
 			return []string{jobs.LabelValue(o.GetName())}
 		}); err != nil {
 			return fmt.Errorf("indexing %s by owner label: %w", r.Kind, err)
@@ -271,7 +278,7 @@ func (r *Reconciler) secretOwners(ctx context.Context, secret client.Object) []r
 	if labels[jobs.LabelOwnerKind] != string(r.Kind) || labels[jobs.LabelOwnerName] == "" {
 		return nil
 	}
-	list := r.NewList()
+	list := r.KindInfo.NewList()
 	if err := r.Client.List(ctx, list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{ownerNameIndex: labels[jobs.LabelOwnerName]}); err != nil {
 		// A cache list fails only when the cache is broken; the object's next pass reads anew.
 		logf.FromContext(ctx).Error(err, "mapping a Secret to its object", "secret", client.ObjectKeyFromObject(secret))

@@ -70,7 +70,7 @@ func TestRestoreOfASerialBringsItBackAndIsNotRetriedAfterFailure(t *testing.T) {
 	h.settle(tc)
 	h.noRunningJob(jobs.KindCluster, "web")
 	h.get(tc)
-	if c := conditions.Get(tc.Status.Conditions, conditions.RestoreJobSucceeded); c == nil || c.Reason != conditions.ReasonRestoreBackupMissing {
+	if c := conditions.Get(tc.Status.Conditions, conditions.RestoreJobSucceeded); c == nil || c.Reason != conditions.ReasonRestoreBackupNotFound {
 		t.Fatalf("RestoreJobSucceeded = %+v", c)
 	}
 

@@ -13,18 +13,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/decide"
-	"github.com/captf/captf/controller/inputs"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
 )
 
 // run is the body of a pass, before the status patch.
 func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
-	status := p.status()
 	if err := p.listJobs(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -34,30 +33,10 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	// A pass that booked Jobs ends here: the marks are written after the status patch and the
 	// next pass decides from them.
 	if len(p.booked) > 0 {
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{RequeueAfter: NextPassRequeue}, nil
 	}
-
-	if active := p.activeJob(); active != nil {
-		return p.watchActive(ctx, active)
-	}
-	if status.ActiveJob != nil && p.hasJob(status.ActiveJob.Name) {
-		// The Job status names is finished and booked; only the status was not yet cleared.
-		status.ActiveJob = nil
-	}
-	if status.ActiveJob != nil {
-		// The status names a Job the cache does not have: lag, or a Job gone while it ran.
-		var job batchv1.Job
-		err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: status.ActiveJob.Name}, &job)
-		switch {
-		case err == nil:
-			return ctrl.Result{RequeueAfter: LagRequeue}, nil
-		case !apierrors.IsNotFound(err):
-			return ctrl.Result{}, fmt.Errorf("reading Job %s: %w", status.ActiveJob.Name, err)
-		}
-		if err := p.vanished(ctx, status.ActiveJob); err != nil {
-			return ctrl.Result{}, err
-		}
-		status.ActiveJob = nil
+	if res, running, err := p.followActiveJob(ctx); running || err != nil {
+		return res, err
 	}
 	if p.isPaused(ctx) {
 		return ctrl.Result{}, nil
@@ -67,18 +46,81 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	in, rendered, renderErr := f.Input, f.Rendered, f.RenderErr
 	p.durableRead, p.durable = f.durableRead, f.durable
-	p.stateCondition(in.State, in.StateErr)
+	if err := p.actOnFacts(ctx, f); err != nil {
+		return ctrl.Result{}, err
+	}
+	p.r.Metrics.Decided(p.r.Kind, d.Op, d.Reason)
+	switch {
+	case d.DropFinalizer:
+		p.dropFinalizer = true
+		return ctrl.Result{}, nil
+	case d.Op == "":
+		// A backoff wait keeps the failure's condition as it is; the runs API shows the window.
+		var plan *infrav1.PlanPreview
+		if slot := p.planSlot(); slot != nil {
+			plan = *slot
+		}
+		setWaiting(p.status(), p.stamp(), d.Reason, plan, p.obj.GetNamespace())
+		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+	}
+	return p.start(ctx, d, f.Rendered, f.RenderErr == nil, f.Input.InterruptedApply)
+}
+
+// followActiveJob keeps status.activeJob true to the Jobs. running is set when a Job runs (or
+// the cache lags behind one): the pass then decides nothing. A Job the status names that is
+// finished is cleared; one the API server no longer has is recorded as vanished.
+func (p *pass) followActiveJob(ctx context.Context) (res ctrl.Result, running bool, err error) {
+	status := p.status()
+	if active := jobs.ActiveJob(p.jobs); active != nil {
+		res, err := p.watchActive(ctx, active)
+		return res, true, err
+	}
+	if status.ActiveJob == nil {
+		return ctrl.Result{}, false, nil
+	}
+	if p.hasJob(status.ActiveJob.Name) {
+		// The Job status names is finished and booked; only the status was not yet cleared.
+		status.ActiveJob = nil
+		return ctrl.Result{}, false, nil
+	}
+	// The status names a Job the cache does not have: lag, or a Job gone while it ran.
+	var job batchv1.Job
+	err = p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: status.ActiveJob.Name}, &job)
+	switch {
+	case err == nil:
+		return ctrl.Result{RequeueAfter: LagRequeue}, true, nil
+	case !apierrors.IsNotFound(err):
+		return ctrl.Result{}, false, fmt.Errorf("reading Job %s: %w", status.ActiveJob.Name, err)
+	}
+	if err := p.vanished(ctx, status.ActiveJob); err != nil {
+		return ctrl.Result{}, false, err
+	}
+	status.ActiveJob = nil
+	return ctrl.Result{}, false, nil
+}
+
+// actOnFacts reports what the facts say about the state, a requested restore, drift and the
+// inputs, and keeps the state safe: it marks an applied state, backs the state up and remembers
+// it for the next pass.
+func (p *pass) actOnFacts(ctx context.Context, f Facts) error {
+	status, in := p.status(), f.Input
+	if errors.Is(in.StateErr, state.ErrLost) {
+		if c := conditions.Get(status.Conditions, conditions.StateReadable); c == nil || c.Reason != conditions.ReasonStateLost {
+			p.event(nil, corev1.EventTypeWarning, EventStateLost, "State Secret %s is missing although an apply succeeded before (%s on %s): nothing is applied and deletion is held; restore a backup (%s) or delete %s to start over",
+				state.SecretName(p.stateSuffix()), jobs.AnnotationApplied, jobs.InputsSecretName(p.r.Kind, p.obj.GetName()), jobs.AnnotationRestoreState, jobs.InputsSecretName(p.r.Kind, p.obj.GetName()))
+		}
+	}
+	setStateReadable(status, p.stamp(), in.State, in.StateErr)
 	if in.StateErr == nil && in.State.InputsHash != "" && f.DurableExists && f.Durable.Annotations[jobs.AnnotationApplied] != "true" {
 		// A state that records an inputs hash was applied: mark it, so its loss is noticed.
 		if err := p.markApplied(ctx); err != nil {
-			return ctrl.Result{}, err
+			return err
 		}
 	}
 	if in.StateErr == nil {
 		if err := p.backupState(ctx, in.State, f.StateSecret, f.StateRemembered); err != nil {
-			return ctrl.Result{}, err
+			return err
 		}
 	}
 	if f.stateVersion != "" {
@@ -86,23 +128,13 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		p.r.states.remember(f.stateKey, f.stateVersion, in.State, in.StateErr)
 	}
 	if f.RestoreProblem != "" {
-		conditions.Set(&status.Conditions, conditions.RestoreJobSucceeded, metav1.ConditionFalse, conditions.ReasonRestoreBackupMissing, f.RestoreProblem, p.obj.GetGeneration(), p.now)
+		setRestoreProblem(status, p.stamp(), f.RestoreProblem)
 	}
-	p.driftCondition(in)
-	p.r.Metrics.Decided(p.r.Kind, d.Op, d.Reason)
-	if renderErr != nil && !in.Deleting {
-		p.inputsProblem(renderErr)
+	setDriftPending(status, p.stamp(), in)
+	if f.RenderErr != nil && !in.Deleting {
+		setInputsProblem(status, p.stamp(), f.RenderErr)
 	}
-	switch {
-	case d.DropFinalizer:
-		p.dropFinalizer = true
-		return ctrl.Result{}, nil
-	case d.Op == "":
-		// A backoff wait keeps the failure's condition as it is; the runs API shows the window.
-		p.waitCondition(d)
-		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
-	}
-	return p.start(ctx, d, rendered, renderErr == nil, in.InterruptedApply)
+	return nil
 }
 
 // decide gathers the facts and decides. Facts partly taken from caches may only confirm that
@@ -131,18 +163,6 @@ func (p *pass) hasJob(name string) bool {
 		}
 	}
 	return false
-}
-
-// activeJob returns the newest Job of the object that has not finished.
-func (p *pass) activeJob() *batchv1.Job {
-	var active *batchv1.Job
-	for i := range p.jobs {
-		j := &p.jobs[i]
-		if !jobs.OutcomeOf(j).Finished() && (active == nil || active.CreationTimestamp.Before(&j.CreationTimestamp)) {
-			active = j
-		}
-	}
-	return active
 }
 
 // watchActive records the running Job in status (which also adopts a Job a crashed pass created)
@@ -174,8 +194,9 @@ func (p *pass) watchActive(ctx context.Context, job *batchv1.Job) (ctrl.Result, 
 	if err := p.r.Client.Delete(ctx, job, &client.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &job.UID}}); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("deleting stuck Job %s: %w", job.Name, err)
 	}
+	logf.FromContext(ctx).Info("deleted stuck Job: no per-run Secret and no pod started", "job", job.Name, "age", p.now.Sub(job.CreationTimestamp.Time).Round(time.Second))
 	p.event(job, corev1.EventTypeWarning, EventStuckJobDeleted, "Deleted Job %s: its per-run Secret is missing and no pod started within %s", job.Name, StuckAge)
-	return ctrl.Result{Requeue: true}, nil
+	return ctrl.Result{RequeueAfter: NextPassRequeue}, nil
 }
 
 // clearActiveJob removes status.activeJob on the server at once, ahead of the pass's own patch.
@@ -208,47 +229,6 @@ func (p *pass) isStuck(ctx context.Context, job *batchv1.Job) (bool, error) {
 	return true, nil
 }
 
-// stateCondition reports the state read in StateReadable.
-func (p *pass) stateCondition(st state.State, stateErr error) {
-	status := p.status()
-	gen := p.obj.GetGeneration()
-	switch {
-	case stateErr != nil:
-		reason := conditions.ReasonStateUnreadable
-		switch {
-		case errors.Is(stateErr, state.ErrCorrupt):
-			reason = conditions.ReasonStateCorrupt
-		case errors.Is(stateErr, state.ErrEncrypted):
-			reason = conditions.ReasonStateEncrypted
-		case errors.Is(stateErr, state.ErrUnsupportedVersion):
-			reason = conditions.ReasonStateUnsupported
-		case errors.Is(stateErr, state.ErrLost):
-			reason = conditions.ReasonStateLost
-			if c := conditions.Get(status.Conditions, conditions.StateReadable); c == nil || c.Reason != reason {
-				p.event(nil, corev1.EventTypeWarning, EventStateLost, "State Secret %s is missing although an apply succeeded before (%s on %s): nothing is applied and deletion is held; restore a backup (%s) or delete %s to start over",
-					state.SecretName(p.stateSuffix()), jobs.AnnotationApplied, jobs.InputsSecretName(p.r.Kind, p.obj.GetName()), jobs.AnnotationRestoreState, jobs.InputsSecretName(p.r.Kind, p.obj.GetName()))
-			}
-		}
-		conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionFalse, reason, stateErr.Error(), gen, p.now)
-		conditions.SetReady(&status.Conditions, gen, p.now)
-	case !st.Exists:
-		conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionTrue, conditions.ReasonStateNotFound, "no state yet", gen, p.now)
-	default:
-		conditions.Set(&status.Conditions, conditions.StateReadable, metav1.ConditionTrue, conditions.ReasonStateRead, fmt.Sprintf("state serial %d with %d resources", st.Serial, st.Resources), gen, p.now)
-	}
-}
-
-func (p *pass) inputsProblem(err error) {
-	status := p.status()
-	reason := conditions.ReasonInputsInvalid
-	var tooLarge *inputs.TooLargeError
-	if errors.As(err, &tooLarge) {
-		reason = conditions.ReasonInputsTooLarge
-	}
-	conditions.Set(&status.Conditions, conditions.ApplyJobSucceeded, metav1.ConditionFalse, reason, err.Error(), p.obj.GetGeneration(), p.now)
-	conditions.SetReady(&status.Conditions, p.obj.GetGeneration(), p.now)
-}
-
 // lastSuccess is when op last succeeded: the newer of the status field and the newest retained
 // success, since status may have been lost in a move but the Jobs were not.
 func lastSuccess(all []batchv1.Job, op jobs.Op, recorded *metav1.Time) time.Time {
@@ -256,13 +236,8 @@ func lastSuccess(all []batchv1.Job, op jobs.Op, recorded *metav1.Time) time.Time
 	if recorded != nil {
 		t = recorded.Time
 	}
-	for _, j := range jobs.OpJobs(all, op) {
-		if jobs.OutcomeOf(j).Succeeded() {
-			if finished, ok := jobs.FinishedAt(j); ok && finished.After(t) {
-				t = finished
-			}
-			break
-		}
+	if _, finished, ok := jobs.NewestSuccess(all, op); ok && finished.After(t) {
+		t = finished
 	}
 	return t
 }

@@ -49,19 +49,13 @@ func (p *pass) runnerServiceAccountReady(ctx context.Context) (bool, error) {
 	case sa.Labels[LabelRunner] != "true":
 		problem = fmt.Sprintf("ServiceAccount %s (spec.jobs.serviceAccountName) does not carry the label %s=true that lets captf run Jobs under it", name, LabelRunner)
 	}
-	conds := &p.status().Conditions
-	gen := p.obj.GetGeneration()
 	if problem != "" {
-		if c := conditions.Get(*conds, conditions.RunnerRBACReady); c == nil || c.Status != metav1.ConditionFalse || c.Message != problem {
+		if c := conditions.Get(p.status().Conditions, conditions.RunnerRBACReady); c == nil || c.Status != metav1.ConditionFalse || c.Message != problem {
 			p.event(nil, corev1.EventTypeWarning, EventServiceAccountNotOptedIn, "%s; no Job starts", problem)
 		}
-		conditions.Set(conds, conditions.RunnerRBACReady, metav1.ConditionFalse, conditions.ReasonServiceAccountNotOptedIn, problem, gen, p.now)
-		conditions.SetReady(conds, gen, p.now)
-		return false, nil
 	}
-	conditions.Set(conds, conditions.RunnerRBACReady, metav1.ConditionTrue, conditions.ReasonRunnerReady, "Jobs run under ServiceAccount "+name, gen, p.now)
-	conditions.SetReady(conds, gen, p.now)
-	return true, nil
+	setRunnerRBAC(p.status(), p.stamp(), name, problem)
+	return problem == "", nil
 }
 
 // ensureRunnerIdentity makes sure the default runner ServiceAccount exists in the object's

@@ -66,7 +66,7 @@ func (p *pass) chooseSource(ctx context.Context, d decide.Decision, rendered inp
 	if durable != nil && durable.Data[inputs.MainFile] != nil {
 		stored = map[string][]byte{inputs.MainFile: durable.Data[inputs.MainFile], inputs.VarsFile: durable.Data[inputs.VarsFile]}
 	}
-	mutable := p.r.Mutable == nil || p.r.Mutable(p.obj)
+	mutable := p.r.KindInfo.InputsMutable(p.obj)
 	switch {
 	case d.Op == jobs.OpRestore:
 		src.data = restoreData()
@@ -125,10 +125,8 @@ func (p *pass) pinSource(ctx context.Context, b *booked) error {
 	if err := p.r.Client.Patch(ctx, durable, patch); err != nil {
 		return fmt.Errorf("pinning the applied image on the durable inputs: %w", err)
 	}
-	status := p.status()
-	status.Source = nil
+	setSource(p.status(), durable.Annotations[jobs.AnnotationImage], digest)
 	if digest != "" {
-		status.Source = &infrav1.SourceStatus{Image: durable.Annotations[jobs.AnnotationImage], Digest: digest}
 		if before != digest {
 			b.extraEvents = append(b.extraEvents, event{corev1.EventTypeNormal, EventImagePinned,
 				fmt.Sprintf("Job %s ran %s; later refresh, drift, destroy and restore runs use it", job.Name, jobs.PinnedReference(durable.Annotations[jobs.AnnotationImage], digest))})

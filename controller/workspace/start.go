@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,8 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/decide"
 	"github.com/captf/captf/controller/inputs"
@@ -28,14 +27,12 @@ import (
 // (apply), the Job, its per-run Secret, then status.activeJob. A repeated pass computes the same
 // name and adopts whatever the crashed pass left.
 func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Rendered, renderable bool, interruptedApply string) (ctrl.Result, error) {
-	status := p.status()
-	spec := p.obj.WorkspaceSpec()
 	src, err := p.chooseSource(ctx, d, rendered, renderable)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if src.missing != "" {
-		p.setCondition(d.Op, metav1.ConditionFalse, conditions.ReasonDurableInputsMissing, src.missing)
+		setOpCondition(p.status(), p.stamp(), d.Op, metav1.ConditionFalse, conditions.ReasonDurableInputsMissing, src.missing)
 		return ctrl.Result{RequeueAfter: decide.InputsRequeue}, nil
 	}
 	attempt := jobs.NextAttempt(p.jobs, d.Op)
@@ -44,24 +41,17 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if ready, err := p.runnerServiceAccountReady(ctx); err != nil || !ready {
-		return ctrl.Result{RequeueAfter: GateRequeue}, err
+	if ready, err := p.runnerServiceAccountReady(ctx); err != nil {
+		return ctrl.Result{}, err
+	} else if !ready {
+		return ctrl.Result{RequeueAfter: GateRequeue}, nil
 	}
-	deadline := ptr.Deref(spec.Jobs.ActiveDeadlineSeconds, jobspec.DefaultActiveDeadlineSeconds)
-	leaseReq := lease.Request{
-		Namespace: p.obj.GetNamespace(), Name: jobs.RunLeaseName(p.stateSuffix()),
-		Job: name, Op: d.Op, Labels: p.ownerLabels(), DeadlineSeconds: deadline,
-	}
-	acquired, err := lease.Acquire(ctx, p.r.Client, leaseReq, p.holder, p.now)
+	leaseReq, acquired, err := p.acquireRunLease(ctx, d.Op, name)
 	if err != nil {
 		return ctrl.Result{}, err
-	}
-	if !acquired {
-		p.r.Metrics.LeaseWaits.WithLabelValues(string(p.r.Kind), "run_lease").Inc()
-		p.setCondition(d.Op, metav1.ConditionUnknown, conditions.ReasonWaitingForRunLease, "waiting for the run Lease "+leaseReq.Name+" held by another run")
+	} else if !acquired {
 		return ctrl.Result{RequeueAfter: LeaseRequeue}, nil
 	}
-
 	if err := p.ensureRunnerIdentity(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -74,8 +64,62 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 			return ctrl.Result{}, err
 		}
 	}
+	var planKey string
+	if d.Op == jobs.OpPlan || d.ExpectPlan != "" {
+		if planKey, err = p.ensurePlanKey(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	spec := p.obj.WorkspaceSpec()
+	source := spec.Source
+	source.Image = src.image
+	params := jobspec.Params{
+		Kind: p.r.Kind, Namespace: p.obj.GetNamespace(), ObjectName: p.obj.GetName(),
+		ClusterName: p.obj.GetLabels()[jobs.LabelClusterName], Owner: p.ownerRef(true),
+		Name: name, Op: d.Op, Attempt: attempt, InputsHash: hash,
+		Policy: spec.Jobs, Source: source, RunnerImage: p.r.RunnerImage,
+		StateSuffix: p.stateSuffix(), Annotations: jobAnnotations(d, interruptedApply, p.obj.GetAnnotations()),
+		PlanKeySecret: planKey, ForceUnlock: lock.staleID, GuardDeletes: d.Guard,
+		AllowDeletesHash: d.AllowDeletesHash, ExpectPlan: d.ExpectPlan,
+	}
+	if d.Op == jobs.OpRestore {
+		params.Restore = &jobspec.Restore{Backup: d.Names.BackupName, Resources: d.RestoreResources}
+	}
+	created, err := p.createJob(ctx, jobspec.Build(params), leaseReq)
+	if errors.Is(err, errJobNameTaken) {
+		return ctrl.Result{RequeueAfter: NameTakenRequeue}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := p.ensureRunSecret(ctx, created, src.data); err != nil {
+		return ctrl.Result{}, err
+	}
+	p.reportStarted(ctx, created, d, attempt, src, lock)
+	return ctrl.Result{RequeueAfter: decide.JobActiveRequeue}, nil
+}
+
+// acquireRunLease takes the run Lease for the Job about to be created. When another run holds
+// it, the op waits: the condition says so and acquired is false.
+func (p *pass) acquireRunLease(ctx context.Context, op jobs.Op, job string) (req lease.Request, acquired bool, err error) {
+	deadline := ptr.Deref(p.obj.WorkspaceSpec().Jobs.ActiveDeadlineSeconds, jobspec.DefaultActiveDeadlineSeconds)
+	req = lease.Request{
+		Namespace: p.obj.GetNamespace(), Name: jobs.RunLeaseName(p.stateSuffix()),
+		Job: job, Op: op, Labels: p.ownerLabels(), DeadlineSeconds: deadline,
+	}
+	acquired, err = lease.Acquire(ctx, p.r.Client, req, p.holder, p.now)
+	if err == nil && !acquired {
+		p.r.Metrics.LeaseWaits.WithLabelValues(string(p.r.Kind), "run_lease").Inc()
+		setOpCondition(p.status(), p.stamp(), op, metav1.ConditionUnknown, conditions.ReasonWaitingForRunLease, "waiting for the run Lease "+req.Name+" held by another run")
+	}
+	return req, acquired, err
+}
+
+// jobAnnotations are the annotations of the Job a decision starts: why it runs (after a failed
+// or an interrupted apply, to remediate drift, the restore it performs) and the approval it
+// carries out, with who gave it, since a successful apply consumes the object's annotations.
+func jobAnnotations(d decide.Decision, interruptedApply string, objAnnotations map[string]string) map[string]string {
 	annotations := map[string]string{}
-	var args []string
 	if d.AfterFailedApply {
 		annotations[jobs.AnnotationAfterFailedApply] = "true"
 	}
@@ -85,66 +129,28 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if d.Names.DriftRemediation {
 		annotations[jobs.AnnotationDriftRemediation] = "true"
 	}
-	if lock.staleID != "" {
-		args = append(args, "--force-unlock="+lock.staleID)
-	}
-	if d.Guard {
-		args = append(args, "--guard-deletes", "--inputs-hash="+hash)
-		if d.AllowDeletesHash != "" {
-			args = append(args, "--allow-deletes-hash="+d.AllowDeletesHash)
-		}
-	}
-	var planKey string
-	if d.Op == jobs.OpPlan || d.ExpectPlan != "" {
-		if planKey, err = p.ensurePlanKey(ctx); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
 	if d.ExpectPlan != "" || d.AllowDeletesHash != "" {
-		// The approval is consumed by a successful apply; the Job keeps who gave it.
 		for _, key := range []string{jobs.AnnotationApprovedBy, jobs.AnnotationApprovedAt} {
-			if v := p.obj.GetAnnotations()[key]; v != "" {
+			if v := objAnnotations[key]; v != "" {
 				annotations[key] = v
 			}
 		}
 	}
 	if d.ExpectPlan != "" {
 		annotations[jobs.AnnotationApprovedPlan] = d.ExpectPlan
-		args = append(args, "--expect-plan="+d.ExpectPlan)
 	}
-	data := src.data
-	var restoreBackup string
 	if d.Op == jobs.OpRestore {
 		annotations[jobs.AnnotationRestoreSerial] = d.RestoreSerial
-		restoreBackup = d.Names.BackupName
-		args = append(args, "--restore-chunks=1", fmt.Sprintf("--restore-resources=%d", d.RestoreResources))
 	}
-	source := spec.Source
-	source.Image = src.image
-	job := jobspec.Build(jobspec.Params{
-		Kind: p.r.Kind, Namespace: p.obj.GetNamespace(), ObjectName: p.obj.GetName(),
-		ClusterName: p.obj.GetLabels()[jobs.LabelClusterName], Owner: p.ownerRef(true),
-		Name: name, Op: d.Op, Attempt: attempt, InputsHash: hash,
-		Policy: spec.Jobs, Source: source, RunnerImage: p.r.RunnerImage,
-		StateSuffix: p.stateSuffix(), Annotations: annotations, RunnerArgs: args, PlanKeySecret: planKey,
-		RestoreBackup: restoreBackup,
-	})
-	created, err := p.createJob(ctx, job, leaseReq)
-	if errors.Is(err, errJobNameTaken) {
-		return ctrl.Result{RequeueAfter: NameTakenRequeue}, nil
-	}
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := p.ensureRunSecret(ctx, created, data); err != nil {
-		return ctrl.Result{}, err
-	}
-	status.ActiveJob = &infrav1.ActiveJob{Name: created.Name, Operation: infrav1.Operation(d.Op), Attempt: attempt, StartTime: ptrTime(metav1.NewTime(p.now))}
-	// A running Job changes no verdict of an earlier one; only a first run says it is running.
-	if conditions.Get(status.Conditions, conditionFor(d.Op)) == nil {
-		p.setCondition(d.Op, metav1.ConditionUnknown, runningReason(d.Op), fmt.Sprintf("Job %s (%s, attempt %d) is running", created.Name, d.Reason, attempt))
-	}
-	if dropped := jobspec.DroppedEnv(spec.Jobs); len(dropped) > 0 {
+	return annotations
+}
+
+// reportStarted records a started Job in the status, the log, events and metrics.
+func (p *pass) reportStarted(ctx context.Context, created *batchv1.Job, d decide.Decision, attempt int32, src runSource, lock lockVerdict) {
+	status := p.status()
+	setJobStarted(status, p.stamp(), created.Name, d.Op, attempt, d.Reason)
+	logf.FromContext(ctx).Info("started Job", "job", created.Name, "op", d.Op, "attempt", attempt, "reason", d.Reason, "image", src.image)
+	if dropped := jobspec.DroppedEnv(p.obj.WorkspaceSpec().Jobs); len(dropped) > 0 {
 		p.event(created, corev1.EventTypeWarning, EventEnvDropped, "Left out environment variables the runner controls: %v", dropped)
 	}
 	p.event(created, corev1.EventTypeNormal, EventJobCreated, "Started %s Job %s, attempt %d (%s)", d.Op, created.Name, attempt, d.Reason)
@@ -156,7 +162,7 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		p.r.Metrics.ForceUnlocks.WithLabelValues(string(p.r.Kind)).Inc()
 		p.event(created, corev1.EventTypeWarning, EventForceUnlocked, "Job %s releases the stale state lock %s, left by a pod of this object's Jobs that is gone or finished", created.Name, lock.staleID)
 	case lock.heldBy != "":
-		p.reportStateLock(lock)
+		setStateLocked(status, p.stamp(), lock.heldBy)
 		p.event(created, corev1.EventTypeWarning, EventStateLocked, "The state is locked (%s); Job %s waits up to lockTimeoutSeconds for it", lock.heldBy, created.Name)
 	}
 	switch {
@@ -164,101 +170,8 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		p.event(created, corev1.EventTypeNormal, EventPlanApproved, "Applying the approved plan %s", d.ExpectPlan)
 	case d.Names.DriftRemediation:
 		p.event(created, corev1.EventTypeNormal, EventDriftRemediationStarted, "Applying the current inputs again to remediate drift")
-		conditions.Set(&status.Conditions, conditions.DriftDetected, metav1.ConditionTrue, "DriftRemediating", "Job "+created.Name+" remediates the drift", p.obj.GetGeneration(), p.now)
+		setRemediating(status, p.stamp(), created.Name)
 	}
-	return ctrl.Result{RequeueAfter: decide.JobActiveRequeue}, nil
-}
-
-// errJobNameTaken says that a Job of the decided name exists and is not the object's.
-var errJobNameTaken = errors.New("the Job name is taken by a Job this object does not control")
-
-// NameTakenRequeue is how soon a pass looks again at a Job name someone else's Job holds.
-const NameTakenRequeue = time.Minute
-
-// createJob creates the Job, or adopts the one a repeated pass finds under the same name. A
-// create the API server rejected proves no Job exists, so the Lease is given back; a timeout or
-// server error proves nothing, and the Lease is kept for the retry.
-func (p *pass) createJob(ctx context.Context, job *batchv1.Job, leaseReq lease.Request) (*batchv1.Job, error) {
-	err := p.r.Client.Create(ctx, job)
-	switch {
-	case err == nil:
-		return job, nil
-	case apierrors.IsAlreadyExists(err):
-		var existing batchv1.Job
-		if err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), &existing); err != nil {
-			return nil, fmt.Errorf("reading the existing Job %s: %w", job.Name, err)
-		}
-		if !OwnedBy(&existing, p.obj) {
-			// Someone else's Job holds the name: adopting it would run, book and trust a Job
-			// that is not ours. The name is deterministic, so the op waits until it is gone.
-			if releaseErr := lease.Release(ctx, p.r.Client, leaseReq.Namespace, leaseReq.Name, leaseReq.Job); releaseErr != nil {
-				return nil, fmt.Errorf("giving back the Lease after a name conflict on Job %s: %w", job.Name, releaseErr)
-			}
-			msg := fmt.Sprintf("Job %s exists and is not controlled by this object; delete it so the %s can start", job.Name, jobs.OpOf(job))
-			p.setCondition(jobs.OpOf(job), metav1.ConditionFalse, conditions.ReasonJobNameTaken, msg)
-			p.event(nil, corev1.EventTypeWarning, EventJobNameTaken, "%s", msg)
-			return nil, errJobNameTaken
-		}
-		return &existing, nil
-	case rejected(err):
-		if releaseErr := lease.Release(ctx, p.r.Client, leaseReq.Namespace, leaseReq.Name, leaseReq.Job); releaseErr != nil {
-			return nil, fmt.Errorf("creating Job %s was rejected (%v), and giving back the Lease failed: %w", job.Name, err, releaseErr)
-		}
-		p.setCondition(jobs.OpOf(job), metav1.ConditionFalse, "JobRejected", fmt.Sprintf("creating Job %s was rejected: %v", job.Name, err))
-		p.event(nil, corev1.EventTypeWarning, EventJobFailed, "Creating Job %s was rejected: %v", job.Name, err)
-		return nil, fmt.Errorf("creating Job %s: %w", job.Name, err)
-	}
-	return nil, fmt.Errorf("creating Job %s: %w", job.Name, err)
-}
-
-// rejected reports whether the API server refused a create outright.
-func rejected(err error) bool {
-	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
-		apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsNotFound(err)
-}
-
-// ensureRunSecret creates the Job's per-run Secret. One that already belongs to this Job is
-// kept: the name embeds the inputs hash, so its content is the same. One owned by another Job of
-// the same name, an earlier pruned Job whose collection is pending, is replaced, since adopting
-// it would let that collection delete it under the new pod.
-func (p *pass) ensureRunSecret(ctx context.Context, job *batchv1.Job, data map[string][]byte) error {
-	name := jobs.RunSecretName(job.Name)
-	secret := func() *corev1.Secret {
-		return &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: name, Namespace: job.Namespace,
-				Labels:          map[string]string{jobs.LabelManaged: jobs.ManagedValue},
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
-			},
-			Data: data,
-		}
-	}
-	// Create first: a new Job has no Secret yet, so the common case costs one request.
-	err := p.r.Client.Create(ctx, secret())
-	switch {
-	case err == nil:
-		return nil
-	case !apierrors.IsAlreadyExists(err):
-		return fmt.Errorf("creating the per-run Secret %s: %w", name, err)
-	}
-	var existing corev1.Secret
-	switch err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, &existing); {
-	case apierrors.IsNotFound(err):
-		// Deleted since the create failed: the next pass creates it.
-		return fmt.Errorf("the per-run Secret %s vanished after a conflicting create", name)
-	case err != nil:
-		return fmt.Errorf("reading the per-run Secret %s: %w", name, err)
-	}
-	if ref := metav1.GetControllerOf(&existing); ref != nil && ref.UID == job.UID {
-		return nil
-	}
-	if err := p.r.Client.Delete(ctx, &existing, client.Preconditions{UID: &existing.UID}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting the stale per-run Secret %s: %w", name, err)
-	}
-	if err := p.r.Client.Create(ctx, secret()); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the per-run Secret %s: %w", name, err)
-	}
-	return nil
 }
 
 // writeDurableInputs keeps the last rendered inputs of an apply, for destroy and drift runs of
@@ -335,33 +248,4 @@ func (p *pass) holder(ctx context.Context, name string) (lease.Holder, error) {
 		}
 	}
 	return h, nil
-}
-
-// setCondition writes the condition an op reports in.
-func (p *pass) setCondition(op jobs.Op, status metav1.ConditionStatus, reason, message string) {
-	conds := &p.status().Conditions
-	conditions.Set(conds, conditionFor(op), status, reason, message, p.obj.GetGeneration(), p.now)
-	conditions.SetReady(conds, p.obj.GetGeneration(), p.now)
-}
-
-// conditionFor is the condition an op reports in: refresh and drift in DriftJobSucceeded,
-// everything else in ApplyJobSucceeded.
-func conditionFor(op jobs.Op) string {
-	switch op {
-	case jobs.OpRefresh, jobs.OpDrift:
-		return conditions.DriftJobSucceeded
-	case jobs.OpRestore:
-		return conditions.RestoreJobSucceeded
-	}
-	return conditions.ApplyJobSucceeded
-}
-
-func runningReason(op jobs.Op) string {
-	switch op {
-	case jobs.OpRefresh, jobs.OpDrift:
-		return "DriftJobRunning"
-	case jobs.OpDestroy:
-		return "DestroyRunning"
-	}
-	return conditions.ReasonApplyRunning
 }

@@ -358,8 +358,8 @@ func TestRestoreReadsOnlyBackupsTheControllerTook(t *testing.T) {
 			h.settle(obj)
 			h.noRunningJob(jobs.KindCluster, "web")
 			h.get(obj)
-			if c := conditions.Get(obj.Status.Conditions, conditions.RestoreJobSucceeded); c == nil || c.Reason != conditions.ReasonRestoreBackupMissing {
-				t.Fatalf("RestoreJobSucceeded = %+v, want %s", c, conditions.ReasonRestoreBackupMissing)
+			if c := conditions.Get(obj.Status.Conditions, conditions.RestoreJobSucceeded); c == nil || c.Reason != conditions.ReasonRestoreBackupNotFound {
+				t.Fatalf("RestoreJobSucceeded = %+v, want %s", c, conditions.ReasonRestoreBackupNotFound)
 			}
 		})
 	}

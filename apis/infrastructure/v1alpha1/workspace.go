@@ -11,8 +11,8 @@ type Workspace interface {
 	WorkspaceSpec() *WorkspaceSpec
 	// WorkspaceStatus returns the shared part of the status, for writing.
 	WorkspaceStatus() *WorkspaceStatus
-	// DriftPolicy returns the drift schedule and action; a machine only reports.
-	DriftPolicy() DriftSpec
+	// Drift returns spec.drift as written; KindInfo.DriftPolicy applies the kind's rules to it.
+	Drift() DriftSpec
 }
 
 // WorkspaceSpec returns the shared part of the spec.
@@ -21,8 +21,8 @@ func (c *TerraformCluster) WorkspaceSpec() *WorkspaceSpec { return &c.Spec.Works
 // WorkspaceStatus returns the shared part of the status.
 func (c *TerraformCluster) WorkspaceStatus() *WorkspaceStatus { return &c.Status.WorkspaceStatus }
 
-// DriftPolicy returns the drift schedule and action.
-func (c *TerraformCluster) DriftPolicy() DriftSpec { return c.Spec.Drift }
+// Drift returns spec.drift.
+func (c *TerraformCluster) Drift() DriftSpec { return c.Spec.Drift }
 
 // WorkspaceSpec returns the shared part of the spec.
 func (m *TerraformMachine) WorkspaceSpec() *WorkspaceSpec { return &m.Spec.WorkspaceSpec }
@@ -30,9 +30,9 @@ func (m *TerraformMachine) WorkspaceSpec() *WorkspaceSpec { return &m.Spec.Works
 // WorkspaceStatus returns the shared part of the status.
 func (m *TerraformMachine) WorkspaceStatus() *WorkspaceStatus { return &m.Status.WorkspaceStatus }
 
-// DriftPolicy returns the drift schedule; a machine's drift is only reported.
-func (m *TerraformMachine) DriftPolicy() DriftSpec {
-	return DriftSpec{IntervalSeconds: m.Spec.Drift.IntervalSeconds, Action: DriftActionReport}
+// Drift returns spec.drift: a schedule without an action.
+func (m *TerraformMachine) Drift() DriftSpec {
+	return DriftSpec{IntervalSeconds: m.Spec.Drift.IntervalSeconds}
 }
 
 // WorkspaceSpec returns the shared part of the spec.
@@ -41,8 +41,8 @@ func (p *TerraformMachinePool) WorkspaceSpec() *WorkspaceSpec { return &p.Spec.W
 // WorkspaceStatus returns the shared part of the status.
 func (p *TerraformMachinePool) WorkspaceStatus() *WorkspaceStatus { return &p.Status.WorkspaceStatus }
 
-// DriftPolicy returns the drift schedule and action.
-func (p *TerraformMachinePool) DriftPolicy() DriftSpec { return p.Spec.Drift }
+// Drift returns spec.drift.
+func (p *TerraformMachinePool) Drift() DriftSpec { return p.Spec.Drift }
 
 // Planned is a Workspace whose applies can go through an approved plan: a TerraformCluster.
 // +kubebuilder:object:generate=false

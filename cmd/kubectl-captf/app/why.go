@@ -11,21 +11,24 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/decide"
 	"github.com/captf/captf/controller/state"
-	"github.com/captf/captf/controller/terraformcluster"
-	"github.com/captf/captf/controller/terraformmachine"
-	"github.com/captf/captf/controller/terraformmachinepool"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
 )
 
-// kinds maps the --kind values to the controller's reconcilers, whose NewObject and Mutable
-// are reused so that `why` judges mutability exactly as the controller does.
-var kinds = map[string]func(workspace.Reconciler) *workspace.Reconciler{
-	"cluster":     terraformcluster.New,
-	"machine":     terraformmachine.New,
-	"machinepool": terraformmachinepool.New,
+// kindNamed returns the kind a --kind value names (infrav1.Kinds' Name), so that `why` judges
+// mutability exactly as the controller does.
+func kindNamed(name string) (infrav1.KindInfo, error) {
+	var names []string
+	for _, k := range infrav1.Kinds {
+		if k.Name == name {
+			return k, nil
+		}
+		names = append(names, k.Name)
+	}
+	return infrav1.KindInfo{}, fmt.Errorf("unknown --kind %q: one of %s", name, strings.Join(names, ", "))
 }
 
 func newWhyCommand(o *Options) *cobra.Command {
@@ -38,9 +41,9 @@ func newWhyCommand(o *Options) *cobra.Command {
 			"operation it would start now (or that it waits), the reason, and the backoff windows.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			newReconciler, ok := kinds[kind]
-			if !ok {
-				return fmt.Errorf("unknown --kind %q: cluster, machine or machinepool", kind)
+			info, err := kindNamed(kind)
+			if err != nil {
+				return err
 			}
 			ns, err := o.namespace()
 			if err != nil {
@@ -50,7 +53,7 @@ func newWhyCommand(o *Options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w, err := Explain(cmd.Context(), c, newReconciler(workspace.Reconciler{}), ns, args[0], o.Now())
+			w, err := Explain(cmd.Context(), c, workspace.New(workspace.Reconciler{}, info), ns, args[0], o.Now())
 			if err != nil {
 				return err
 			}
@@ -66,8 +69,10 @@ type Why struct {
 	Kind      jobs.Kind
 	Namespace string
 	Name      string
-	// Paused is set when the object carries the paused annotation: the controller starts nothing.
-	// A pause through the Cluster API Cluster's spec.paused is not read.
+	// Paused is set when the controller starts nothing because the object is paused: it carries
+	// the cluster.x-k8s.io/paused annotation, or the Cluster API Cluster named by its
+	// cluster-name label has spec.paused (workspace.IsPaused reads both; a Cluster that cannot
+	// be read counts as not paused).
 	Paused bool
 	// StateSuffix names the state Secret and its lock Lease.
 	StateSuffix string
@@ -79,7 +84,7 @@ type Why struct {
 
 // Explain gathers the facts the controller passes to decide.Decide, read-only, and decides.
 func Explain(ctx context.Context, c client.Client, r *workspace.Reconciler, ns, name string, now time.Time) (*Why, error) {
-	obj := r.NewObject()
+	obj := r.KindInfo.New()
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("%s %q not found in namespace %s", r.Kind, name, ns)
@@ -103,24 +108,24 @@ func Explain(ctx context.Context, c client.Client, r *workspace.Reconciler, ns, 
 
 // reasons explains the decision's reasons in words.
 var reasons = map[string]string{
-	decide.ReasonJobActive:              "a run of this object is still running; nothing else starts until it ends",
-	decide.ReasonDeletionHeld:           "the object is being deleted but its state cannot be read, so destroy is held (fix or restore the state Secret)",
-	decide.ReasonDeletingWithoutState:   "the object is being deleted and its state holds no resources: the finalizer is dropped",
-	decide.ReasonDeleting:               "the object is being deleted: destroy its resources",
-	decide.ReasonStateUnreadable:        "the state Secret cannot be read; nothing runs until it can (see the StateReadable condition)",
-	decide.ReasonStateLost:              "the state Secret is missing although an apply once succeeded: nothing is applied (restore a backup with captf.io/restore-state, or delete the durable inputs Secret to start over)",
-	decide.ReasonNoState:                "there is no state yet: provision",
-	decide.ReasonStateWithoutInputsHash: "the state records no inputs hash: apply to record one",
-	decide.ReasonInputsChanged:          "the rendered inputs differ from those of the last successful apply",
-	decide.ReasonLastApplyFailed:        "the last apply failed: apply again",
-	decide.ReasonInputsUnavailable:      "an apply is due but the inputs cannot be rendered (see the spec's source and variables)",
-	decide.ReasonRefreshAfterApply:      "a refresh follows a successful apply",
-	decide.ReasonDriftDue:               "the drift check interval has passed",
-	decide.ReasonUpToDate:               "the state matches the current inputs and nothing is due",
-	decide.ReasonDriftRemediation:       "the last drift check found drift and the drift action is Remediate",
-	decide.ReasonRestoreRequested:       "a state restore is requested (captf.io/restore-state)",
-	decide.ReasonPlanAwaitingApproval:   "the plan waits for a person's approval (kubectl captf approve)",
-	decide.ReasonDestructivePlanBlocked: "the last apply of these inputs stopped before a destructive plan; approve it (kubectl captf approve) or change the inputs",
+	decide.JobActive:              "a run of this object is still running; nothing else starts until it ends",
+	decide.DeletionHeld:           "the object is being deleted but its state cannot be read, so destroy is held (fix or restore the state Secret)",
+	decide.DeletingWithoutState:   "the object is being deleted and its state holds no resources: the finalizer is dropped",
+	decide.Deleting:               "the object is being deleted: destroy its resources",
+	decide.StateUnreadable:        "the state Secret cannot be read; nothing runs until it can (see the StateReadable condition)",
+	decide.StateLost:              "the state Secret is missing although an apply once succeeded: nothing is applied (restore a backup with captf.io/restore-state, or delete the durable inputs Secret to start over)",
+	decide.NoState:                "there is no state yet: provision",
+	decide.StateWithoutInputsHash: "the state records no inputs hash: apply to record one",
+	decide.InputsChanged:          "the rendered inputs differ from those of the last successful apply",
+	decide.LastApplyFailed:        "the last apply failed: apply again",
+	decide.InputsUnavailable:      "an apply is due but the inputs cannot be rendered (see the spec's source and variables)",
+	decide.RefreshAfterApply:      "a refresh follows a successful apply",
+	decide.DriftDue:               "the drift check interval has passed",
+	decide.UpToDate:               "the state matches the current inputs and nothing is due",
+	decide.DriftRemediation:       "the last drift check found drift and the drift action is Remediate",
+	decide.RestoreRequested:       "a state restore is requested (captf.io/restore-state)",
+	decide.PlanAwaitingApproval:   "the plan waits for a person's approval (kubectl captf approve)",
+	decide.DestructivePlanBlocked: "the last apply of these inputs stopped before a destructive plan; approve it (kubectl captf approve) or change the inputs",
 }
 
 // Print writes the explanation.

@@ -1,0 +1,338 @@
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/conditions"
+	"github.com/captf/captf/controller/decide"
+	"github.com/captf/captf/controller/inputs"
+	"github.com/captf/captf/controller/state"
+	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/jobstest"
+)
+
+var (
+	statusNow = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	at        = stamp{generation: 3, now: statusNow}
+)
+
+func bookedJob(op jobs.Op, outcome jobs.Outcome, annotations ...string) *batchv1.Job {
+	b := jobstest.Builder{Kind: jobs.KindCluster, Name: "web", Op: op, Attempt: 2, Outcome: outcome, Created: statusNow.Add(-time.Minute), Annotations: map[string]string{}}
+	for i := 0; i+1 < len(annotations); i += 2 {
+		b.Annotations[annotations[i]] = annotations[i+1]
+	}
+	j := b.Job()
+	return &j
+}
+
+// wantCondition checks one condition's status and reason.
+func wantCondition(t *testing.T, s *infrav1.WorkspaceStatus, conditionType string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	c := conditions.Get(s.Conditions, conditionType)
+	if c == nil || c.Status != status || c.Reason != reason {
+		t.Fatalf("%s = %+v, want %s/%s", conditionType, c, status, reason)
+	}
+	if c.ObservedGeneration != at.generation || c.Message == "" {
+		t.Fatalf("%s = %+v, want generation %d and a message", conditionType, c, at.generation)
+	}
+}
+
+func TestSetBooked(t *testing.T) {
+	plan := &jobs.PlanSummary{Hash: "p2:abc", Add: 1, Resources: []jobs.ResourceChange{{Address: "a.b", Actions: []string{"delete", "create"}}}}
+	remediate := infrav1.DriftSpec{Action: infrav1.DriftActionRemediate}
+	for _, tc := range []struct {
+		rule    string
+		before  func(*infrav1.WorkspaceStatus)
+		run     bookedRun
+		drift   infrav1.DriftSpec
+		planned bool
+		check   func(*testing.T, *infrav1.WorkspaceStatus, *infrav1.PlanPreview)
+	}{
+		{rule: "a successful apply is ApplySucceeded, provisioned and Ready",
+			run: bookedRun{job: bookedJob(jobs.OpApply, jobs.OutcomeSucceeded)},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, _ *infrav1.PlanPreview) {
+				wantCondition(t, s, conditions.ApplyJobSucceeded, metav1.ConditionTrue, conditions.ReasonApplySucceeded)
+				wantCondition(t, s, conditions.Ready, metav1.ConditionTrue, conditions.ReasonReady)
+				if !ptr.Deref(s.Initialization.Provisioned, false) {
+					t.Fatal("not provisioned")
+				}
+			}},
+		{rule: "a successful apply resolves detected drift",
+			before: func(s *infrav1.WorkspaceStatus) {
+				at.set(&s.Conditions, conditions.DriftDetected, metav1.ConditionTrue, conditions.ReasonDriftPending, "x")
+			},
+			run: bookedRun{job: bookedJob(jobs.OpApply, jobs.OutcomeSucceeded)},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, _ *infrav1.PlanPreview) {
+				wantCondition(t, s, conditions.DriftDetected, metav1.ConditionFalse, conditions.ReasonNoDrift)
+			}},
+		{rule: "the successful apply of an approved plan clears status.plan", planned: true,
+			run: bookedRun{job: bookedJob(jobs.OpApply, jobs.OutcomeSucceeded, jobs.AnnotationApprovedPlan, "p2:abc")},
+			check: func(t *testing.T, _ *infrav1.WorkspaceStatus, p *infrav1.PlanPreview) {
+				if p != nil {
+					t.Fatalf("status.plan = %+v", p)
+				}
+			}},
+		{rule: "a failed apply is ApplyFailed with the step and summary, not Ready",
+			run: bookedRun{job: bookedJob(jobs.OpApply, jobs.OutcomeFailed), summary: jobs.Summary{Error: &jobs.ErrorSummary{Step: "plan", Summary: "boom"}}},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, _ *infrav1.PlanPreview) {
+				wantCondition(t, s, conditions.ApplyJobSucceeded, metav1.ConditionFalse, conditions.ReasonApplyFailed)
+				wantCondition(t, s, conditions.Ready, metav1.ConditionFalse, conditions.ReasonApplyFailed)
+				if m := conditions.Get(s.Conditions, conditions.ApplyJobSucceeded).Message; !strings.Contains(m, "in step plan: boom") {
+					t.Fatalf("message = %q", m)
+				}
+				if s.LastRun == nil || s.LastRun.Error == nil || s.LastRun.Error.Summary != "boom" {
+					t.Fatalf("lastRun = %+v", s.LastRun)
+				}
+			}},
+		{rule: "a deadline is JobDeadlineExceeded",
+			run: bookedRun{job: bookedJob(jobs.OpApply, jobs.OutcomeDeadlineExceeded)},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, _ *infrav1.PlanPreview) {
+				wantCondition(t, s, conditions.ApplyJobSucceeded, metav1.ConditionFalse, conditions.ReasonJobDeadlineExceeded)
+			}},
+		{rule: "a drift check's deadline is DriftJobDeadlineExceeded",
+			run: bookedRun{job: bookedJob(jobs.OpDrift, jobs.OutcomeDeadlineExceeded)},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, _ *infrav1.PlanPreview) {
+				wantCondition(t, s, conditions.DriftJobSucceeded, metav1.ConditionFalse, conditions.ReasonDriftJobDeadlineExceeded)
+			}},
+		{rule: "a failed destroy is DestroyFailed",
+			run: bookedRun{job: bookedJob(jobs.OpDestroy, jobs.OutcomeFailed)},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, _ *infrav1.PlanPreview) {
+				wantCondition(t, s, conditions.ApplyJobSucceeded, metav1.ConditionFalse, conditions.ReasonDestroyFailed)
+			}},
+		{rule: "a failed restore is RestoreFailed",
+			run: bookedRun{job: bookedJob(jobs.OpRestore, jobs.OutcomeFailed)},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, _ *infrav1.PlanPreview) {
+				wantCondition(t, s, conditions.RestoreJobSucceeded, metav1.ConditionFalse, conditions.ReasonRestoreFailed)
+			}},
+		{rule: "an interrupted run is Unknown, not a failure",
+			run: bookedRun{job: bookedJob(jobs.OpApply, jobs.OutcomeInterrupted)},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, _ *infrav1.PlanPreview) {
+				wantCondition(t, s, conditions.ApplyJobSucceeded, metav1.ConditionUnknown, conditions.ReasonJobInterrupted)
+			}},
+		{rule: "a blocked apply lists what it would delete or replace and how to approve",
+			run: bookedRun{job: bookedJob(jobs.OpApply, jobs.OutcomeBlocked, jobs.AnnotationInputsHash, "h1:x"), summary: jobs.Summary{Plan: plan}},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, _ *infrav1.PlanPreview) {
+				wantCondition(t, s, conditions.ApplyJobSucceeded, metav1.ConditionFalse, conditions.ReasonDestructivePlanBlocked)
+				if m := conditions.Get(s.Conditions, conditions.ApplyJobSucceeded).Message; !strings.Contains(m, "a.b (replace)") || !strings.Contains(m, jobs.AnnotationApproveDestructivePlan+"=h1:x") {
+					t.Fatalf("message = %q", m)
+				}
+			}},
+		{rule: "a successful plan fills status.plan and awaits approval", planned: true,
+			run: bookedRun{job: bookedJob(jobs.OpPlan, jobs.OutcomeSucceeded, jobs.AnnotationInputsHash, "h1:x"), summary: jobs.Summary{Plan: plan}},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, p *infrav1.PlanPreview) {
+				wantCondition(t, s, conditions.ApplyJobSucceeded, metav1.ConditionUnknown, conditions.ReasonPlanAwaitingApproval)
+				if p == nil || p.PlanHash != "p2:abc" || p.InputsHash != "h1:x" || p.Add != 1 || p.Resources[0] != "a.b (delete, create)" {
+					t.Fatalf("status.plan = %+v", p)
+				}
+			}},
+		{rule: "a plan-changed apply replaces status.plan without failing", planned: true,
+			run: bookedRun{job: bookedJob(jobs.OpApply, jobs.OutcomePlanChanged), summary: jobs.Summary{Plan: plan}},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, p *infrav1.PlanPreview) {
+				wantCondition(t, s, conditions.ApplyJobSucceeded, metav1.ConditionUnknown, conditions.ReasonPlanChanged)
+				if p == nil || p.PlanHash != "p2:abc" {
+					t.Fatalf("status.plan = %+v", p)
+				}
+			}},
+		{rule: "a successful refresh records lastRefresh",
+			run: bookedRun{job: bookedJob(jobs.OpRefresh, jobs.OutcomeSucceeded)},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, _ *infrav1.PlanPreview) {
+				wantCondition(t, s, conditions.DriftJobSucceeded, metav1.ConditionTrue, conditions.ReasonDriftChecked)
+				if s.LastRefresh == nil || !s.LastRefresh.Time.Equal(statusNow) {
+					t.Fatalf("lastRefresh = %v", s.LastRefresh)
+				}
+			}},
+		{rule: "a drift check that finds drift reports it under Report",
+			run: bookedRun{job: bookedJob(jobs.OpDrift, jobs.OutcomeSucceeded), summary: jobs.Summary{Drift: &jobs.DriftSummary{Detected: true, Change: 2}}},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, _ *infrav1.PlanPreview) {
+				wantCondition(t, s, conditions.DriftDetected, metav1.ConditionTrue, conditions.ReasonDriftReported)
+				if s.LastDriftCheck == nil {
+					t.Fatal("no lastDriftCheck")
+				}
+			}},
+		{rule: "a drift check that finds drift leaves it pending under Remediate", drift: remediate,
+			run: bookedRun{job: bookedJob(jobs.OpDrift, jobs.OutcomeSucceeded), summary: jobs.Summary{Drift: &jobs.DriftSummary{Detected: true}}},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, _ *infrav1.PlanPreview) {
+				wantCondition(t, s, conditions.DriftDetected, metav1.ConditionTrue, conditions.ReasonDriftPending)
+			}},
+		{rule: "a drift check without drift is NoDrift",
+			run: bookedRun{job: bookedJob(jobs.OpDrift, jobs.OutcomeSucceeded)},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, _ *infrav1.PlanPreview) {
+				wantCondition(t, s, conditions.DriftDetected, metav1.ConditionFalse, conditions.ReasonNoDrift)
+			}},
+		{rule: "an older Job does not replace a newer lastRun",
+			before: func(s *infrav1.WorkspaceStatus) {
+				s.LastRun = &infrav1.LastRun{Job: "newer", FinishedAt: ptr.To(metav1.NewTime(statusNow.Add(time.Hour)))}
+			},
+			run: bookedRun{job: bookedJob(jobs.OpApply, jobs.OutcomeSucceeded)},
+			check: func(t *testing.T, s *infrav1.WorkspaceStatus, _ *infrav1.PlanPreview) {
+				if s.LastRun.Job != "newer" {
+					t.Fatalf("lastRun = %+v", s.LastRun)
+				}
+			}},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			var s infrav1.WorkspaceStatus
+			if tc.before != nil {
+				tc.before(&s)
+			}
+			var preview *infrav1.PlanPreview
+			slot := &preview
+			if !tc.planned {
+				slot = nil
+			} else {
+				preview = &infrav1.PlanPreview{PlanHash: "p2:old"}
+			}
+			if tc.run.finished.IsZero() {
+				tc.run.finished = statusNow
+			}
+			setBooked(&s, slot, at, tc.run, tc.drift, "ns")
+			tc.check(t, &s, preview)
+		})
+	}
+}
+
+func TestSetStateReadable(t *testing.T) {
+	for _, tc := range []struct {
+		rule       string
+		st         state.State
+		err        error
+		wantStatus metav1.ConditionStatus
+		wantReason string
+	}{
+		{"no state yet is readable", state.State{}, nil, metav1.ConditionTrue, conditions.ReasonStateNotFound},
+		{"a state is read", state.State{Exists: true, Serial: 4, Resources: 2}, nil, metav1.ConditionTrue, conditions.ReasonStateRead},
+		{"a lost state is not readable", state.State{}, state.ErrLost, metav1.ConditionFalse, conditions.ReasonStateLost},
+		{"a corrupt state is not readable", state.State{}, fmt.Errorf("x: %w", state.ErrCorrupt), metav1.ConditionFalse, conditions.ReasonStateCorrupt},
+		{"an encrypted state is not readable", state.State{}, state.ErrEncrypted, metav1.ConditionFalse, conditions.ReasonStateEncrypted},
+		{"an unsupported state is not readable", state.State{}, state.ErrUnsupportedVersion, metav1.ConditionFalse, conditions.ReasonStateUnsupported},
+		{"any other error is unreadable", state.State{}, errors.New("x"), metav1.ConditionFalse, conditions.ReasonStateUnreadable},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			var s infrav1.WorkspaceStatus
+			setStateReadable(&s, at, tc.st, tc.err)
+			wantCondition(t, &s, conditions.StateReadable, tc.wantStatus, tc.wantReason)
+			if tc.wantStatus == metav1.ConditionFalse {
+				wantCondition(t, &s, conditions.Ready, metav1.ConditionFalse, tc.wantReason)
+			}
+		})
+	}
+}
+
+func TestSetInputsProblem(t *testing.T) {
+	for _, tc := range []struct {
+		rule, want string
+		err        error
+	}{
+		{"bad variables are InputsInvalid", conditions.ReasonInputsInvalid, errors.New("spec.variables.x: invalid")},
+		{"inputs past the limit are InputsTooLarge", conditions.ReasonInputsTooLarge, &inputs.TooLargeError{Size: 2_000_000}},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			var s infrav1.WorkspaceStatus
+			setInputsProblem(&s, at, tc.err)
+			wantCondition(t, &s, conditions.ApplyJobSucceeded, metav1.ConditionFalse, tc.want)
+		})
+	}
+}
+
+func TestSetWaiting(t *testing.T) {
+	plan := &infrav1.PlanPreview{PlanHash: "p2:abc", Job: "captf-c-web-plan-a1-aaaaaa"}
+	for _, tc := range []struct {
+		rule       string
+		before     func(*infrav1.WorkspaceStatus)
+		reason     string
+		plan       *infrav1.PlanPreview
+		wantStatus metav1.ConditionStatus
+		wantReason string
+	}{
+		{"a plan awaiting approval says how to approve it", nil, decide.PlanAwaitingApproval, plan, metav1.ConditionUnknown, conditions.ReasonPlanAwaitingApproval},
+		{"a changed plan keeps saying so while it waits", func(s *infrav1.WorkspaceStatus) {
+			at.set(&s.Conditions, conditions.ApplyJobSucceeded, metav1.ConditionUnknown, conditions.ReasonPlanChanged, "the new plan p2:abc waits")
+		}, decide.PlanAwaitingApproval, plan, metav1.ConditionUnknown, conditions.ReasonPlanChanged},
+		{"a blocked destructive apply waits for its approval", nil, decide.DestructivePlanBlocked, nil, metav1.ConditionFalse, conditions.ReasonDestructivePlanBlocked},
+		{"a backoff wait keeps the failure's condition", func(s *infrav1.WorkspaceStatus) {
+			at.set(&s.Conditions, conditions.ApplyJobSucceeded, metav1.ConditionFalse, conditions.ReasonApplyFailed, "boom")
+		}, decide.InputsChanged + decide.BackoffSuffix, nil, metav1.ConditionFalse, conditions.ReasonApplyFailed},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			var s infrav1.WorkspaceStatus
+			if tc.before != nil {
+				tc.before(&s)
+			}
+			setWaiting(&s, at, tc.reason, tc.plan, "ns")
+			wantCondition(t, &s, conditions.ApplyJobSucceeded, tc.wantStatus, tc.wantReason)
+		})
+	}
+}
+
+func TestSetDriftPending(t *testing.T) {
+	checked := statusNow.Add(-time.Hour)
+	found := jobstest.Builder{Kind: jobs.KindCluster, Name: "web", Op: jobs.OpDrift, Attempt: 1, Outcome: jobs.OutcomeSucceeded, Created: checked,
+		Annotations: map[string]string{jobs.AnnotationResult: `{"outcome":"Succeeded","drift":{"detected":true,"change":1}}`}}.Job()
+	failed := func(attempt int32, minutes int) batchv1.Job {
+		return jobstest.Builder{Kind: jobs.KindCluster, Name: "web", Op: jobs.OpApply, Attempt: attempt, Outcome: jobs.OutcomeFailed, Created: checked.Add(time.Duration(minutes) * time.Minute),
+			Annotations: map[string]string{jobs.AnnotationDriftRemediation: "true"}}.Job()
+	}
+	for _, tc := range []struct {
+		rule    string
+		in      decide.Input
+		want    bool
+		wantMsg string
+	}{
+		{"found drift waits for remediation", decide.Input{Drift: infrav1.DriftSpec{Action: infrav1.DriftActionRemediate}, Jobs: []batchv1.Job{found}, LastDriftCheck: checked}, true, "waits for remediation"},
+		{"at the cap it says remediation stopped", decide.Input{Drift: infrav1.DriftSpec{Action: infrav1.DriftActionRemediate},
+			Jobs: []batchv1.Job{found, failed(1, 5), failed(2, 10), failed(3, 20)}, LastDriftCheck: checked}, true, "remediation stopped after 3 failed applies"},
+		{"Report does not remediate", decide.Input{Jobs: []batchv1.Job{found}, LastDriftCheck: checked}, false, ""},
+		{"no drift found, nothing pending", decide.Input{Drift: infrav1.DriftSpec{Action: infrav1.DriftActionRemediate}}, false, ""},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			var s infrav1.WorkspaceStatus
+			setDriftPending(&s, at, tc.in)
+			c := conditions.Get(s.Conditions, conditions.DriftDetected)
+			if (c != nil) != tc.want || c != nil && (c.Reason != conditions.ReasonDriftPending || !strings.Contains(c.Message, tc.wantMsg)) {
+				t.Fatalf("DriftDetected = %+v", c)
+			}
+		})
+	}
+}
+
+func TestSetJobStartedKeepsAnEarlierVerdict(t *testing.T) {
+	var s infrav1.WorkspaceStatus
+	setJobStarted(&s, at, "captf-c-web-destroy-a1-aaaaaa", jobs.OpDestroy, 1, decide.Deleting)
+	wantCondition(t, &s, conditions.ApplyJobSucceeded, metav1.ConditionUnknown, conditions.ReasonDestroyRunning)
+	if s.ActiveJob == nil || s.ActiveJob.Name != "captf-c-web-destroy-a1-aaaaaa" || s.ActiveJob.Attempt != 1 {
+		t.Fatalf("activeJob = %+v", s.ActiveJob)
+	}
+	at.set(&s.Conditions, conditions.ApplyJobSucceeded, metav1.ConditionFalse, conditions.ReasonApplyFailed, "boom")
+	setJobStarted(&s, at, "captf-c-web-apply-a2-aaaaaa", jobs.OpApply, 2, decide.LastApplyFailed)
+	wantCondition(t, &s, conditions.ApplyJobSucceeded, metav1.ConditionFalse, conditions.ReasonApplyFailed)
+}
+
+func TestSetRunnerRBAC(t *testing.T) {
+	var s infrav1.WorkspaceStatus
+	setRunnerRBAC(&s, at, "deployer", "not opted in")
+	wantCondition(t, &s, conditions.RunnerRBACReady, metav1.ConditionFalse, conditions.ReasonServiceAccountNotOptedIn)
+	wantCondition(t, &s, conditions.Ready, metav1.ConditionFalse, conditions.ReasonServiceAccountNotOptedIn)
+	setRunnerRBAC(&s, at, "deployer", "")
+	wantCondition(t, &s, conditions.RunnerRBACReady, metav1.ConditionTrue, conditions.ReasonRunnerReady)
+}
+
+func TestSetSource(t *testing.T) {
+	var s infrav1.WorkspaceStatus
+	setSource(&s, "net:v1", "sha256:"+strings.Repeat("a", 64))
+	if s.Source == nil || s.Source.Image != "net:v1" {
+		t.Fatalf("source = %+v", s.Source)
+	}
+	setSource(&s, "net:v1", "")
+	if s.Source != nil {
+		t.Fatalf("an apply without digest keeps the pin %+v", s.Source)
+	}
+}
