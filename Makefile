@@ -25,7 +25,7 @@ TOFU_LDFLAGS := -s -w -X github.com/opentofu/opentofu/version.dev=no
 
 K8S_TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/etcd
 GEN_TOOLS := $(BIN)/controller-gen $(BIN)/deepcopy-gen $(BIN)/conversion-gen $(BIN)/defaulter-gen $(BIN)/openapi-gen
-TOOLS     := $(K8S_TOOLS) $(BIN)/tofu $(GEN_TOOLS)
+TOOLS     := $(K8S_TOOLS) $(BIN)/tofu $(GEN_TOOLS) $(BIN)/golangci-lint
 
 GO_FILES = $(shell find . -name '*.go' -not -path './bin/*' -not -path './.local/*' -not -path './tmp/*')
 # A count, not a duration: Go before 1.27 can fail a duration-bounded fuzz run with "context
@@ -40,7 +40,7 @@ help: ## Show the targets.
 ##@ Tools (built from the Go module proxy, cached in bin/)
 
 .PHONY: tools
-tools: $(TOOLS) ## Build the control plane, OpenTofu and the code generators into bin/ (skips what exists).
+tools: $(TOOLS) ## Build the control plane, OpenTofu, the code generators and golangci-lint into bin/ (skips what exists).
 
 $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
 	@mkdir -p $(BIN)
@@ -66,6 +66,10 @@ $(BIN)/openapi-gen: hack/tools/gen/go.mod hack/tools/gen/go.sum
 	@mkdir -p $(BIN)
 	cd hack/tools/gen && $(GO) build -o $@ k8s.io/kube-openapi/cmd/openapi-gen
 
+$(BIN)/golangci-lint: hack/tools/lint/go.mod hack/tools/lint/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/lint && $(GO) build -ldflags '-s -w' -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
 ##@ Development
 
 .PHONY: generate
@@ -86,9 +90,10 @@ fmt: ## Format the Go code.
 	gofmt -w $(GO_FILES)
 
 .PHONY: lint
-lint: ## go vet and a gofmt check.
+lint: $(BIN)/golangci-lint ## go vet, a gofmt check, then golangci-lint (config: .golangci.yml).
 	$(GO) vet ./...
 	@bad=$$(gofmt -l $(GO_FILES)); if [ -n "$$bad" ]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi
+	$(BIN)/golangci-lint run ./...
 
 .PHONY: test
 test: tools lint verify-generated ## Everything CI runs: lint, generated-code check, all tests with -race (real control plane), the full-size load suite, bounded fuzzing.

@@ -137,55 +137,71 @@ func parseTypes(dir string) (map[string]*typeDoc, error) {
 			}
 			switch gd.Tok {
 			case token.TYPE:
-				for _, spec := range gd.Specs {
-					ts := spec.(*ast.TypeSpec)
-					doc := ts.Doc
-					if doc == nil {
-						doc = gd.Doc
-					}
-					t := &typeDoc{Name: ts.Name.Name, Doc: docText(doc)}
-					for _, m := range markers(doc) {
-						if v, ok := strings.CutPrefix(m, "+kubebuilder:validation:Enum="); ok {
-							t.Enum = strings.Split(v, ";")
-						}
-					}
-					if st, ok := ts.Type.(*ast.StructType); ok {
-						t.Struct = st
-					} else if _, ok := ts.Type.(*ast.InterfaceType); ok {
-						continue
-					} else {
-						t.Underlying = exprString(ts.Type)
-					}
-					types[t.Name] = t
-				}
+				addTypes(types, gd)
 			case token.CONST:
 				consts = append(consts, gd)
 			}
 		}
 	}
+	// Once every type is known: a constant may come before its type.
 	for _, gd := range consts {
-		for _, spec := range gd.Specs {
-			vs := spec.(*ast.ValueSpec)
-			ident, ok := vs.Type.(*ast.Ident)
-			if !ok || len(vs.Values) != 1 {
-				continue
-			}
-			t, ok := types[ident.Name]
-			if !ok {
-				continue
-			}
-			lit, ok := vs.Values[0].(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				continue
-			}
-			value, err := strconv.Unquote(lit.Value)
-			if err != nil {
-				return nil, err
-			}
-			t.Values = append(t.Values, [2]string{value, docText(vs.Doc)})
+		if err := addEnumValues(types, gd); err != nil {
+			return nil, err
 		}
 	}
 	return types, nil
+}
+
+// addTypes adds the named types of a type declaration to types; interfaces are left out.
+func addTypes(types map[string]*typeDoc, gd *ast.GenDecl) {
+	for _, spec := range gd.Specs {
+		ts := spec.(*ast.TypeSpec)
+		if _, ok := ts.Type.(*ast.InterfaceType); ok {
+			continue
+		}
+		doc := ts.Doc
+		if doc == nil {
+			doc = gd.Doc
+		}
+		t := &typeDoc{Name: ts.Name.Name, Doc: docText(doc)}
+		for _, m := range markers(doc) {
+			if v, ok := strings.CutPrefix(m, "+kubebuilder:validation:Enum="); ok {
+				t.Enum = strings.Split(v, ";")
+			}
+		}
+		if st, ok := ts.Type.(*ast.StructType); ok {
+			t.Struct = st
+		} else {
+			t.Underlying = exprString(ts.Type)
+		}
+		types[t.Name] = t
+	}
+}
+
+// addEnumValues adds the string constants of a const declaration, with their docs, to the
+// values of their type in types. Constants of other types, or not string literals, are skipped.
+func addEnumValues(types map[string]*typeDoc, gd *ast.GenDecl) error {
+	for _, spec := range gd.Specs {
+		vs := spec.(*ast.ValueSpec)
+		ident, ok := vs.Type.(*ast.Ident)
+		if !ok || len(vs.Values) != 1 {
+			continue
+		}
+		t, ok := types[ident.Name]
+		if !ok {
+			continue
+		}
+		lit, ok := vs.Values[0].(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			continue
+		}
+		value, err := strconv.Unquote(lit.Value)
+		if err != nil {
+			return err
+		}
+		t.Values = append(t.Values, [2]string{value, docText(vs.Doc)})
+	}
+	return nil
 }
 
 // docText is a comment without its markers (+...) and with lines joined into paragraphs.

@@ -98,7 +98,7 @@ func run() error {
 	}
 	out, err := env.Kubectl(ctx, "get", "terraformclusters,terraformmachines,runs,plans", "-A").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("kubectl get runs: %v: %s", err, out)
+		return fmt.Errorf("kubectl get runs: %w: %s", err, out)
 	}
 	fmt.Printf("\nThe samples are provisioned by real OpenTofu runs:\n\n%s\n", out)
 	fmt.Printf(`Use it from another shell:

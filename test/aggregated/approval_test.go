@@ -112,8 +112,11 @@ func newPlanFixture(t *testing.T, c clients) planFixture {
 	f := planFixture{ns: ns, cluster: web, current: cur.Name, superseded: old.Name}
 	eventually(t, 10*time.Second, func(context.Context) error {
 		out, err := kubectl(t, "get", "plans", "-n", ns, "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}")
-		if err != nil || !strings.Contains(out, cur.Name+"=AwaitingApproval") || !strings.Contains(out, old.Name+"=Superseded") {
-			return fmt.Errorf("plans: %v %s", err, out)
+		if err != nil {
+			return fmt.Errorf("plans: %w %s", err, out)
+		}
+		if !strings.Contains(out, cur.Name+"=AwaitingApproval") || !strings.Contains(out, old.Name+"=Superseded") {
+			return fmt.Errorf("plans: %s", out)
 		}
 		return nil
 	})
@@ -193,8 +196,11 @@ func TestApproverWithoutEditRightsApproves(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, func(context.Context) error {
 		out, err := kubectl(t, "get", "plan", f.current, "-n", f.ns, "-o", "jsonpath={.status.phase} {.status.approvedBy}")
-		if err != nil || out != "Approved "+approver.name {
-			return fmt.Errorf("plan: %v %s", err, out)
+		if err != nil {
+			return fmt.Errorf("plan: %w %s", err, out)
+		}
+		if out != "Approved "+approver.name {
+			return fmt.Errorf("plan: %s", out)
 		}
 		return nil
 	})
@@ -295,8 +301,12 @@ func TestOnlyTheControllersOwnJobsCount_ForgedPlanIsNotApproved(t *testing.T) {
 	// the forged Jobs too.
 	marker := c.createJob(t, f.cluster, jobs.OpRefresh, 1, nil)
 	eventually(t, 10*time.Second, func(context.Context) error {
-		if out, err := kubectl(t, "get", "runs", "-n", f.ns, "-o", "name"); err != nil || !strings.Contains(out, marker.Name) {
-			return fmt.Errorf("runs: %v %s", err, out)
+		out, err := kubectl(t, "get", "runs", "-n", f.ns, "-o", "name")
+		if err != nil {
+			return fmt.Errorf("runs: %w %s", err, out)
+		}
+		if !strings.Contains(out, marker.Name) {
+			return fmt.Errorf("runs: %s", out)
 		}
 		return nil
 	})

@@ -109,7 +109,10 @@ func setUpBench(b *testing.B) string {
 				break
 			}
 			if time.Now().After(deadline) {
-				benchErr = fmt.Errorf("the server listed %d of %d runs: %v", listed, n, err)
+				benchErr = fmt.Errorf("the server listed %d of %d runs", listed, n)
+				if err != nil {
+					benchErr = fmt.Errorf("%w: %w", benchErr, err)
+				}
 				return
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -230,8 +233,11 @@ func serverRSS() int {
 func waitForLastChange(tb testing.TB, c clients, namespace string) error {
 	ctx := context.Background()
 	list, err := c.kube.BatchV1().Jobs(namespace).List(ctx, metav1.ListOptions{Limit: 1})
-	if err != nil || len(list.Items) == 0 {
-		return fmt.Errorf("no Job in %s to change: %v", namespace, err)
+	if err != nil {
+		return fmt.Errorf("no Job in %s to change: %w", namespace, err)
+	}
+	if len(list.Items) == 0 {
+		return fmt.Errorf("no Job in %s to change", namespace)
 	}
 	job := &list.Items[0]
 	if job.Annotations == nil {
@@ -249,7 +255,10 @@ func waitForLastChange(tb testing.TB, c clients, namespace string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the server does not show the last change of Job %s: %v", job.Name, err)
+			if err != nil {
+				return fmt.Errorf("the server does not show the last change of Job %s: %w", job.Name, err)
+			}
+			return fmt.Errorf("the server does not show the last change of Job %s: it shows resourceVersion %s, not %s", job.Name, run.GetResourceVersion(), job.ResourceVersion)
 		}
 		time.Sleep(100 * time.Millisecond) // polling with a deadline
 	}

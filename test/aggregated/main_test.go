@@ -147,11 +147,18 @@ func startAggregatedServer(ctx context.Context, e *testenv.Env) (stop func(), er
 		return nil, fmt.Errorf("starting the apiserver: %w", err)
 	}
 	serverPID = cmd.Process.Pid
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// exited is closed once the server has exited, with its exit error in exitErr: stopServer
+	// waits for it without looking at the error (cancelled, the server exits by SIGTERM), the
+	// start-up below reports it.
+	exited := make(chan struct{})
+	var exitErr error
+	go func() {
+		exitErr = cmd.Wait()
+		close(exited)
+	}()
 	stopServer := func() {
 		cancel()
-		<-done
+		<-exited
 		logFile.Close()
 	}
 	fail := func(err error) (func(), error) {
@@ -161,9 +168,11 @@ func startAggregatedServer(ctx context.Context, e *testenv.Env) (stop func(), er
 	readyErr := make(chan error, 1)
 	go func() { readyErr <- testenv.WaitForHTTPSReady(ctx, port, cert.CAFile, 90*time.Second) }()
 	select {
-	case err := <-done:
-		done <- err
-		return fail(fmt.Errorf("the apiserver exited: %v (log: %s)", err, logFile.Name()))
+	case <-exited:
+		if exitErr == nil {
+			return fail(fmt.Errorf("the apiserver exited (log: %s)", logFile.Name()))
+		}
+		return fail(fmt.Errorf("the apiserver exited: %w (log: %s)", exitErr, logFile.Name()))
 	case err := <-readyErr:
 		if err != nil {
 			return fail(err)

@@ -41,12 +41,18 @@ func newHistory(t *testing.T, c clients) history {
 	// The server's cache follows the Jobs; wait until it shows the last write.
 	eventually(t, 10*time.Second, func(context.Context) error {
 		out, err := kubectl(t, "get", "runs", "-n", ns, "-o", "name")
-		if err != nil || strings.Count(out, "run.runs.captf.io/") != 5 {
-			return fmt.Errorf("runs: %v %s", err, out)
+		if err != nil {
+			return fmt.Errorf("runs: %w %s", err, out)
+		}
+		if strings.Count(out, "run.runs.captf.io/") != 5 {
+			return fmt.Errorf("runs: %s", out)
 		}
 		out, err = kubectl(t, "get", "run", "-n", ns, h.drift, "-o", "jsonpath={.status.phase}")
-		if err != nil || out != "Running" {
-			return fmt.Errorf("drift phase: %v %s", err, out)
+		if err != nil {
+			return fmt.Errorf("drift phase: %w %s", err, out)
+		}
+		if out != "Running" {
+			return fmt.Errorf("drift phase: %s", out)
 		}
 		return nil
 	})
@@ -182,7 +188,7 @@ func TestKubectlWatchSeesCreationCompletionAndPruning(t *testing.T) {
 	eventually(t, 10*time.Second, func(context.Context) error {
 		out, err := kubectl(t, "get", "runs", "-n", ns)
 		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
+			return fmt.Errorf("%w: %s", err, out)
 		}
 		return nil
 	})

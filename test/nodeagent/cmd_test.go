@@ -36,8 +36,14 @@ func TestCommand(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed once the agent has exited, with its exit error in exitErr: the cleanup
+	// kills it and only waits (killed, it exits by SIGKILL), the test checks its stop on SIGTERM.
+	exited := make(chan struct{})
+	var exitErr error
+	go func() {
+		exitErr = cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-exited
@@ -53,10 +59,9 @@ func TestCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		exited <- err
-		if err != nil {
-			t.Errorf("the agent exited with %v", err)
+	case <-exited:
+		if exitErr != nil {
+			t.Errorf("the agent exited with %v", exitErr)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the agent did not stop on SIGTERM")

@@ -116,52 +116,36 @@ type Config struct {
 
 // complete returns cfg with defaults applied, or why it cannot be used.
 func (cfg Config) complete() (Config, error) {
+	cfg.setDefaults()
 	var errs []error
 	if cfg.RESTConfig == nil {
 		errs = append(errs, errors.New("RESTConfig is required"))
 	}
+	if _, err := labels.Parse(cfg.PodSelector); err != nil {
+		errs = append(errs, fmt.Errorf("PodSelector: %w", err))
+	}
+	if err := cfg.absWorkDir(); err != nil {
+		errs = append(errs, err)
+	}
+	var imageErrs []error
+	cfg.Images, imageErrs = normalizeImages(cfg.Images)
+	errs = append(errs, imageErrs...)
+	if err := cfg.defaultAPIServer(); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.TokenExpiration < 10*time.Minute {
+		errs = append(errs, fmt.Errorf("TokenExpiration %s is below the API server's minimum of 10m", cfg.TokenExpiration))
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// setDefaults fills in the unset fields that have a fixed default.
+func (cfg *Config) setDefaults() {
 	if cfg.NodeName == "" {
 		cfg.NodeName = DefaultNodeName
 	}
 	if cfg.PodSelector == "" {
 		cfg.PodSelector = DefaultPodSelector
-	}
-	if _, err := labels.Parse(cfg.PodSelector); err != nil {
-		errs = append(errs, fmt.Errorf("PodSelector: %w", err))
-	}
-	if cfg.WorkDir == "" {
-		errs = append(errs, errors.New("WorkDir is required"))
-	} else if abs, err := filepath.Abs(cfg.WorkDir); err != nil {
-		errs = append(errs, fmt.Errorf("WorkDir: %w", err))
-	} else {
-		cfg.WorkDir = abs
-	}
-	images := make(map[string]Image, len(cfg.Images))
-	for _, ref := range sortedKeys(cfg.Images) {
-		img, err := normalizeImage(ref, cfg.Images[ref])
-		if err != nil {
-			errs = append(errs, fmt.Errorf("Images: %w", err))
-			continue
-		}
-		images[ref] = img
-	}
-	cfg.Images = images
-	if cfg.RESTConfig != nil {
-		if cfg.APIServerURL == "" {
-			cfg.APIServerURL = cfg.RESTConfig.Host
-		}
-		if len(cfg.APIServerCA) == 0 {
-			switch {
-			case len(cfg.RESTConfig.CAData) > 0:
-				cfg.APIServerCA = cfg.RESTConfig.CAData
-			case cfg.RESTConfig.CAFile != "":
-				data, err := os.ReadFile(cfg.RESTConfig.CAFile)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("reading the API server CA: %w", err))
-				}
-				cfg.APIServerCA = data
-			}
-		}
 	}
 	if cfg.Capacity == nil {
 		cfg.Capacity = corev1.ResourceList{
@@ -176,9 +160,6 @@ func (cfg Config) complete() (Config, error) {
 	}
 	if cfg.TokenExpiration == 0 {
 		cfg.TokenExpiration = DefaultTokenExpiration
-	}
-	if cfg.TokenExpiration < 10*time.Minute {
-		errs = append(errs, fmt.Errorf("TokenExpiration %s is below the API server's minimum of 10m", cfg.TokenExpiration))
 	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = DefaultHeartbeatInterval
@@ -195,7 +176,58 @@ func (cfg Config) complete() (Config, error) {
 	if cfg.Log.GetSink() == nil {
 		cfg.Log = logr.Discard()
 	}
-	return cfg, errors.Join(errs...)
+}
+
+// absWorkDir makes the required WorkDir absolute.
+func (cfg *Config) absWorkDir() error {
+	if cfg.WorkDir == "" {
+		return errors.New("WorkDir is required")
+	}
+	abs, err := filepath.Abs(cfg.WorkDir)
+	if err != nil {
+		return fmt.Errorf("WorkDir: %w", err)
+	}
+	cfg.WorkDir = abs
+	return nil
+}
+
+// normalizeImages returns the images that normalize, and why each of the others does not.
+func normalizeImages(images map[string]Image) (map[string]Image, []error) {
+	normalized := make(map[string]Image, len(images))
+	var errs []error
+	for _, ref := range sortedKeys(images) {
+		img, err := normalizeImage(ref, images[ref])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("Images: %w", err))
+			continue
+		}
+		normalized[ref] = img
+	}
+	return normalized, errs
+}
+
+// defaultAPIServer takes APIServerURL and APIServerCA from RESTConfig where they are unset.
+func (cfg *Config) defaultAPIServer() error {
+	if cfg.RESTConfig == nil {
+		return nil
+	}
+	if cfg.APIServerURL == "" {
+		cfg.APIServerURL = cfg.RESTConfig.Host
+	}
+	if len(cfg.APIServerCA) > 0 {
+		return nil
+	}
+	switch {
+	case len(cfg.RESTConfig.CAData) > 0:
+		cfg.APIServerCA = cfg.RESTConfig.CAData
+	case cfg.RESTConfig.CAFile != "":
+		data, err := os.ReadFile(cfg.RESTConfig.CAFile)
+		cfg.APIServerCA = data
+		if err != nil {
+			return fmt.Errorf("reading the API server CA: %w", err)
+		}
+	}
+	return nil
 }
 
 // sortedKeys returns the keys of m in order, for output that does not depend on map order.

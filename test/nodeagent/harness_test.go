@@ -52,7 +52,7 @@ func helperBinary(t *testing.T, env *testenv.Env) string {
 		helperPath = filepath.Join(env.Dir, "nodeagent-helper")
 		cmd := exec.Command("go", "build", "-o", helperPath, "./testdata/helper")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			helperErr = fmt.Errorf("building the helper: %v: %s", err, out)
+			helperErr = fmt.Errorf("building the helper: %w: %s", err, out)
 		}
 	})
 	if helperErr != nil {

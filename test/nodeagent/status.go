@@ -47,6 +47,13 @@ func containerFieldPath(pod *corev1.Pod, name string) string {
 	return fmt.Sprintf("spec.containers{%s}", name)
 }
 
+// report publishes a change of the pod's status while the pod runs. Its error is dropped on
+// purpose: publish has logged it, the pod goes on as a kubelet's would, a later report carries
+// the state current then, and finish publishes the final state with more attempts and checks it.
+func (w *podWorker) report(ctx context.Context) {
+	_ = w.publish(ctx, 5)
+}
+
 // publish writes the worker's view of the pod into its status, trying up to attempts times.
 func (w *podWorker) publish(ctx context.Context, attempts int) error {
 	w.pubMu.Lock()

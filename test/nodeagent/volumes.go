@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -68,7 +69,8 @@ func (w *podWorker) materializeVolumes(ctx context.Context, pod *corev1.Pod, con
 			return configError("volume %q: only emptyDir, hostPath, secret, configMap, downwardAPI and projected volumes are supported by the node agent", v.Name)
 		}
 		if err != nil {
-			if we, ok := err.(*waitError); ok {
+			var we *waitError
+			if errors.As(err, &we) {
 				return &waitError{reason: we.reason, message: fmt.Sprintf("MountVolume.SetUp failed for volume %q : %s", v.Name, we.message)}
 			}
 			return fmt.Errorf("volume %q: %w", v.Name, err)
@@ -269,26 +271,55 @@ func writeProjection(dir string, files map[string]volumeFile) error {
 	if err := os.Mkdir(filepath.Join(dir, stamp), 0o755); err != nil {
 		return err
 	}
+	top, err := writeProjectedFiles(filepath.Join(dir, stamp), files)
+	if err != nil {
+		return err
+	}
+	if err := linkProjection(dir, stamp, top); err != nil {
+		return err
+	}
+	// Drop the files of an earlier attempt.
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "..") && e.Name() != stamp {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+	return nil
+}
+
+// writeProjectedFiles writes files, at their exact modes, under the timestamped directory
+// stampDir. It returns the top-level names they occupy.
+func writeProjectedFiles(stampDir string, files map[string]volumeFile) (map[string]bool, error) {
 	top := map[string]bool{}
 	for _, p := range sortedKeys(files) {
 		clean := path.Clean(p)
 		if clean == "." || strings.HasPrefix(clean, "/") || strings.HasPrefix(clean, "..") {
-			return fmt.Errorf("volume file path %q is not a relative path inside the volume", p)
+			return nil, fmt.Errorf("volume file path %q is not a relative path inside the volume", p)
 		}
 		f := files[p]
-		target := filepath.Join(dir, stamp, filepath.FromSlash(clean))
+		target := filepath.Join(stampDir, filepath.FromSlash(clean))
 		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return err
+			return nil, err
 		}
 		if err := os.WriteFile(target, f.data, f.mode); err != nil {
-			return err
+			return nil, err
 		}
 		// WriteFile's mode is filtered by the umask; the pod asked for exactly this one.
 		if err := os.Chmod(target, f.mode); err != nil {
-			return err
+			return nil, err
 		}
 		top[strings.SplitN(clean, "/", 2)[0]] = true
 	}
+	return top, nil
+}
+
+// linkProjection points dir's "..data" at stamp, replacing the link atomically, and links each
+// top-level name that is not there yet through "..data".
+func linkProjection(dir, stamp string, top map[string]bool) error {
 	tmp := filepath.Join(dir, "..data_tmp")
 	_ = os.Remove(tmp)
 	if err := os.Symlink(stamp, tmp); err != nil {
@@ -304,16 +335,6 @@ func writeProjection(dir string, files map[string]volumeFile) error {
 		}
 		if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
 			return err
-		}
-	}
-	// Drop the files of an earlier attempt.
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.IsDir() && strings.HasPrefix(e.Name(), "..") && e.Name() != stamp {
-			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
 		}
 	}
 	return nil

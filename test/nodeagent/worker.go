@@ -225,7 +225,7 @@ func (w *podWorker) run(ctx context.Context) {
 		})
 		defer timer.Stop()
 	}
-	w.publish(ctx, 5)
+	w.report(ctx)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -310,7 +310,7 @@ func (w *podWorker) prepare(ctx context.Context) bool {
 				}
 			}
 			w.mu.Unlock()
-			w.publish(ctx, 5)
+			w.report(ctx)
 			return true
 		}
 		if ctx.Err() != nil {
@@ -332,7 +332,7 @@ func (w *podWorker) prepare(ctx context.Context) bool {
 			}
 			w.mu.Unlock()
 			w.event(pod, "", corev1.EventTypeWarning, reason, we.message)
-			w.publish(ctx, 5)
+			w.report(ctx)
 		} else {
 			w.log.Error(err, "preparing the pod")
 		}
@@ -507,7 +507,7 @@ func (w *podWorker) runContainer(ctx context.Context, c *containerState) bool {
 		case errors.As(err, &we):
 			w.setState(c, waiting(we.reason, we.message))
 			w.event(pod, c.spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+we.message)
-			w.publish(ctx, 5)
+			w.report(ctx)
 			if !w.sleep(ctx, w.a.cfg.RetryInterval) {
 				return false
 			}
@@ -532,25 +532,36 @@ func (w *podWorker) runContainer(ctx context.Context, c *containerState) bool {
 		if code == 0 && (c.init || w.restartPolicy() != corev1.RestartPolicyAlways) {
 			return true
 		}
-		policy := w.restartPolicy()
-		restart := policy == corev1.RestartPolicyAlways || (policy == corev1.RestartPolicyOnFailure && code != 0)
-		if c.init {
-			restart = policy != corev1.RestartPolicyNever && code != 0
-		}
-		if !restart || w.stopping() {
+		if !w.restarts(c, code) || w.stopping() {
 			return false
 		}
-		w.mu.Lock()
-		c.lastState = c.state
-		c.restarts++
-		c.state = waiting("CrashLoopBackOff", fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s", backoff, c.spec.Name, w.name, w.namespace))
-		w.mu.Unlock()
-		w.publish(ctx, 5)
-		if !w.sleep(ctx, backoff) {
+		if !w.backOff(ctx, c, backoff) {
 			return false
 		}
 		backoff = min(backoff*2, w.a.cfg.MaxRestartBackoff)
 	}
+}
+
+// restarts reports whether a container that exited with code starts again. The pod's restart
+// policy says so; an init container restarts only after a failure, and never with Never.
+func (w *podWorker) restarts(c *containerState, code int32) bool {
+	policy := w.restartPolicy()
+	if c.init {
+		return policy != corev1.RestartPolicyNever && code != 0
+	}
+	return policy == corev1.RestartPolicyAlways || (policy == corev1.RestartPolicyOnFailure && code != 0)
+}
+
+// backOff reports c waiting in CrashLoopBackOff before its next start and waits backoff; it
+// returns false when the pod must stop or the agent stops first.
+func (w *podWorker) backOff(ctx context.Context, c *containerState, backoff time.Duration) bool {
+	w.mu.Lock()
+	c.lastState = c.state
+	c.restarts++
+	c.state = waiting("CrashLoopBackOff", fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s", backoff, c.spec.Name, w.name, w.namespace))
+	w.mu.Unlock()
+	w.report(ctx)
+	return w.sleep(ctx, backoff)
 }
 
 // imagePullFailure reports an image the agent cannot resolve (err says why), as a node reports
@@ -559,13 +570,13 @@ func (w *podWorker) imagePullFailure(ctx context.Context, pod *corev1.Pod, c *co
 	msg := err.Error()
 	w.setState(c, waiting("ErrImagePull", msg))
 	w.event(pod, c.spec.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %s", c.spec.Image, msg))
-	w.publish(ctx, 5)
+	w.report(ctx)
 	if !w.sleep(ctx, w.a.cfg.RetryInterval) {
 		return
 	}
 	w.setState(c, waiting("ImagePullBackOff", fmt.Sprintf("Back-off pulling image %q: %s", c.spec.Image, msg)))
 	w.event(pod, c.spec.Name, corev1.EventTypeNormal, "BackOff", fmt.Sprintf("Back-off pulling image %q", c.spec.Image))
-	w.publish(ctx, 5)
+	w.report(ctx)
 	for w.sleep(ctx, time.Hour) {
 	}
 }
@@ -708,7 +719,7 @@ func (w *podWorker) execute(ctx context.Context, pod *corev1.Pod, c *containerSt
 	w.mu.Unlock()
 	w.event(pod, name, corev1.EventTypeNormal, "Started", "Started container "+name)
 	w.log.V(1).Info("started container", "container", name, "pid", p.Pid(), "args", spec.args)
-	w.publish(ctx, 5)
+	w.report(ctx)
 
 	w.waitProcess(ctx, pod, c, p)
 	if ctx.Err() != nil {
@@ -728,7 +739,7 @@ func (w *podWorker) execute(ctx context.Context, pod *corev1.Pod, c *containerSt
 		StartedAt: started, FinishedAt: metav1.Now(), ContainerID: c.containerID,
 	}})
 	w.log.V(1).Info("container exited", "container", name, "exitCode", code)
-	w.publish(ctx, 5)
+	w.report(ctx)
 	return code
 }
 
@@ -740,7 +751,7 @@ func (w *podWorker) startFailed(ctx context.Context, pod *corev1.Pod, c *contain
 		ExitCode: 128, Reason: "StartError", Message: err.Error(), StartedAt: now, FinishedAt: now,
 	}})
 	w.event(pod, c.spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
-	w.publish(ctx, 5)
+	w.report(ctx)
 	return 128
 }
 

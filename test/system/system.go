@@ -60,7 +60,6 @@ type System struct {
 	// client the kube-apiserver's client CA vouches for; APIServerCAFile verifies it.
 	APIServerURL, APIServerCAFile string
 
-	cancel     context.CancelFunc
 	processes  []*process
 	agent      *nodeagent.Agent
 	agentDone  chan error
@@ -218,9 +217,10 @@ func (s *System) startController(ctx context.Context) error {
 
 // process is a product binary the system runs.
 type process struct {
-	name   string
-	cmd    *exec.Cmd
-	exited chan error
+	name string
+	cmd  *exec.Cmd
+	// exited is closed once the process has exited.
+	exited chan struct{}
 }
 
 // run starts a binary with its output in <LogDir>/<name>.log. It dies with this process.
@@ -236,8 +236,13 @@ func (s *System) run(name, path string, args ...string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, exited: make(chan error, 1)}
-	go func() { p.exited <- cmd.Wait() }()
+	p := &process{name: name, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		// The exit error is not kept: the system ends its processes by signal, which is all
+		// the error would say, and a process that fails on its own says why in its log.
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
 	s.processes = append(s.processes, p)
 	return nil
 }
@@ -294,9 +299,9 @@ func tail(path string) string {
 	if err != nil {
 		return err.Error()
 	}
-	const max = 4000
-	if len(data) > max {
-		data = data[len(data)-max:]
+	const maxTail = 4000
+	if len(data) > maxTail {
+		data = data[len(data)-maxTail:]
 	}
 	return string(data)
 }

@@ -106,7 +106,7 @@ func WaitForHTTPSReady(ctx context.Context, port int, caFile string, timeout tim
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	last := errors.New("not polled yet")
+	var last error // set by each poll, which comes before any wait
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := client.Do(req)
@@ -164,8 +164,12 @@ func (e *Env) StartClusterRoleAggregation(ctx context.Context) (stop func(), err
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting kube-controller-manager: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := make(chan struct{})
+	var exitErr error // read once exited is closed
+	go func() {
+		exitErr = cmd.Wait()
+		close(exited)
+	}()
 	stop = func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		select {
@@ -176,8 +180,8 @@ func (e *Env) StartClusterRoleAggregation(ctx context.Context) (stop func(), err
 		}
 	}
 	select {
-	case err := <-exited:
-		return nil, fmt.Errorf("kube-controller-manager exited at once (%v); log: %s", err, tail(logPath))
+	case <-exited:
+		return nil, exitError("kube-controller-manager exited at once", exitErr, logPath)
 	case <-time.After(200 * time.Millisecond):
 	case <-ctx.Done():
 		stop()

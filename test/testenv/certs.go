@@ -34,9 +34,9 @@ func newCA(commonName string) (*keyPair, error) {
 	return sign(tmpl, nil)
 }
 
-// issue signs a leaf certificate with ca. Server certificates name the loopback addresses and
-// localhost, which is how the aggregator reaches an ExternalName service.
-func (ca *keyPair) issue(commonName string, organizations []string, server bool) (*keyPair, error) {
+// issue signs a leaf certificate with kp, a certificate authority. Server certificates name the
+// loopback addresses and localhost, which is how the aggregator reaches an ExternalName service.
+func (kp *keyPair) issue(commonName string, organizations []string, server bool) (*keyPair, error) {
 	tmpl := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: commonName, Organization: organizations},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
@@ -47,7 +47,7 @@ func (ca *keyPair) issue(commonName string, organizations []string, server bool)
 		tmpl.DNSNames = []string{"localhost", commonName}
 		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}
 	}
-	return sign(tmpl, ca)
+	return sign(tmpl, kp)
 }
 
 func sign(tmpl *x509.Certificate, ca *keyPair) (*keyPair, error) {

@@ -68,9 +68,10 @@ type Env struct {
 	// FrontProxy is the requestheader trust configured on kube-apiserver.
 	FrontProxy FrontProxy
 
-	env       *envtest.Environment
-	kcm       *exec.Cmd
-	kcmExited chan error
+	env *envtest.Environment
+	kcm *exec.Cmd
+	// kcmExited is closed once kcm has exited.
+	kcmExited chan struct{}
 }
 
 // RepoRoot finds the root of the captf repository: CAPTF_REPO_ROOT if set, else the nearest
@@ -263,15 +264,19 @@ func (e *Env) startControllerManager(ctx context.Context) error {
 		return fmt.Errorf("starting kube-controller-manager: %w", err)
 	}
 	e.kcm = cmd
-	exited := make(chan error, 1)
+	exited := make(chan struct{})
 	e.kcmExited = exited
-	go func() { exited <- cmd.Wait() }()
+	var exitErr error // read once exited is closed
+	go func() {
+		exitErr = cmd.Wait()
+		close(exited)
+	}()
 
 	healthz := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
 	// The controller manager serves a self-signed certificate from its cert dir; this probe only
 	// asks whether it is up.
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // local health probe
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
 	}}
 	deadline := time.NewTimer(60 * time.Second)
 	defer deadline.Stop()
@@ -279,9 +284,9 @@ func (e *Env) startControllerManager(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		select {
-		case err := <-exited:
+		case <-exited:
 			e.kcm = nil
-			return fmt.Errorf("kube-controller-manager exited (%v); log: %s", err, tail(logPath))
+			return exitError("kube-controller-manager exited", exitErr, logPath)
 		case <-deadline.C:
 			return fmt.Errorf("kube-controller-manager not healthy after 60s; log: %s", tail(logPath))
 		case <-ctx.Done():
@@ -362,9 +367,18 @@ func tail(path string) string {
 	if err != nil {
 		return err.Error()
 	}
-	const max = 4000
-	if len(data) > max {
-		data = data[len(data)-max:]
+	const maxTail = 4000
+	if len(data) > maxTail {
+		data = data[len(data)-maxTail:]
 	}
 	return string(data)
+}
+
+// exitError reports a process that exited while it should have kept running: what happened,
+// its exit error (nil for a clean exit) and the end of its log.
+func exitError(what string, err error, logPath string) error {
+	if err == nil {
+		return fmt.Errorf("%s (exit status 0); log: %s", what, tail(logPath))
+	}
+	return fmt.Errorf("%s (%w); log: %s", what, err, tail(logPath))
 }

@@ -24,17 +24,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/metrics"
-	"github.com/captf/captf/controller/terraformcluster"
-	"github.com/captf/captf/controller/terraformmachine"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/reliability/rel"
 	"github.com/captf/captf/test/testenv"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestMain(m *testing.M) {
@@ -171,13 +170,13 @@ func TestBadInputCorpus(t *testing.T) {
 				return
 			}
 			counts["handled by the controller"]++
-			checkController(t, ctx, c, ns, name, kind, bc, obj)
+			checkController(ctx, t, c, ns, name, kind, bc, obj)
 		})
 	}
 	t.Logf("FIGURE badinput: %d cases (%v), all with a clear error or condition, no panic, nothing stored lost, %s", len(files), counts, time.Since(start).Round(time.Millisecond))
 }
 
-func checkController(t *testing.T, ctx context.Context, c client.Client, ns, name, kind string, bc badCase, created *unstructured.Unstructured) {
+func checkController(ctx context.Context, t *testing.T, c client.Client, ns, name, kind string, bc badCase, created *unstructured.Unstructured) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg, nil)
@@ -186,11 +185,11 @@ func checkController(t *testing.T, ctx context.Context, c client.Client, ns, nam
 	}
 	clock := clocktesting.NewFakePassiveClock(time.Now())
 	base := workspace.Reconciler{Client: c, APIReader: c, Recorder: rel.NewRecorder(), Clock: clock, Metrics: m, RunnerImage: "registry.example/captf/manager:test"}
-	r := terraformcluster.New(base)
+	r := workspace.New(base, infrav1.ClusterKind)
 	jk := jobs.KindCluster
 	var obj infrav1.Workspace = &infrav1.TerraformCluster{}
 	if kind == "TerraformMachine" {
-		r, jk, obj = terraformmachine.New(base), jobs.KindMachine, &infrav1.TerraformMachine{}
+		r, jk, obj = workspace.New(base, infrav1.MachineKind), jobs.KindMachine, &infrav1.TerraformMachine{}
 	}
 	settle := func() {
 		t.Helper()

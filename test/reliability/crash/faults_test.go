@@ -30,7 +30,7 @@ func TestJobCreateFaultsKeepOrGiveBackTheLease(t *testing.T) {
 		}}
 		var err error
 		for p := 0; p < 5; p++ {
-			if _, err, _ = w.pass(tc, hook); err != nil {
+			if _, _, err = w.pass(tc, hook); err != nil {
 				break
 			}
 		}
@@ -109,7 +109,7 @@ func TestRandomFaultsConverge(t *testing.T) {
 				},
 			}
 			for p := 0; p < 6; p++ {
-				res, err, _ := w.pass(tc, hook)
+				res, _, err := w.pass(tc, hook)
 				w.check(fmt.Sprintf("round %d", round), tc.Name)
 				if err == nil && (!res.Requeue || res.RequeueAfter > 0) { //nolint:staticcheck // the engine returns Requeue
 					break

@@ -3,12 +3,13 @@ package crash
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/reliability/rel"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // TestFailedStateAdoptionDoesNotMarkTheJob fails, once, the write that records a successful
@@ -24,7 +25,7 @@ func TestFailedStateAdoptionDoesNotMarkTheJob(t *testing.T) {
 	w.settle(tc)
 	w.finishActive(tc.Name, 1)
 	faulted := false
-	_, err, _ := w.pass(tc, rel.Hook{Before: func(wr rel.Write) error {
+	_, _, err := w.pass(tc, rel.Hook{Before: func(wr rel.Write) error {
 		if !faulted && wr.Verb == "patch" && wr.Kind == "Secret" && wr.Name == state.SecretName(jobs.StateSecretSuffix(w.ns, jobs.KindCluster, tc.Name)) {
 			faulted = true
 			return rel.FaultUnavailable.Err(wr)

@@ -4,15 +4,16 @@ import (
 	"context"
 
 	"fmt"
-	"github.com/go-logr/logr"
 	"math/rand/v2"
 	"os"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
@@ -30,7 +31,6 @@ import (
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/metrics"
-	"github.com/captf/captf/controller/terraformcluster"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/reliability/rel"
@@ -125,22 +125,22 @@ func newWorld(t *testing.T, seed uint64, n int) *world {
 func (w *world) reconciler() (*workspace.Reconciler, *rel.Client) {
 	fc := rel.NewClient(w.c)
 	base := workspace.Reconciler{Client: fc, APIReader: rel.Reader{Reader: w.c, C: fc}, Recorder: w.recorder, Clock: w.clock, Metrics: w.metrics, RunnerImage: "registry.example/captf/manager:test"}
-	return terraformcluster.New(base), fc
+	return workspace.New(base, infrav1.ClusterKind), fc
 }
 
-// pass runs one pass with the hook; it reports the result, the error and whether it was killed.
-func (w *world) pass(obj client.Object, hook rel.Hook) (ctrl.Result, error, bool) {
+// pass runs one pass with the hook; it reports the result, whether it was killed and the error.
+func (w *world) pass(obj client.Object, hook rel.Hook) (ctrl.Result, bool, error) {
 	r, fc := w.reconciler()
 	fc.SetHook(hook)
 	res, err := r.Reconcile(w.ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
-	return res, err, fc.Killed()
+	return res, fc.Killed(), err
 }
 
 // settle runs clean passes while they ask to run again at once.
 func (w *world) settle(obj client.Object) {
 	w.t.Helper()
 	for i := 0; i < 12; i++ {
-		res, err, _ := w.pass(obj, rel.Hook{})
+		res, _, err := w.pass(obj, rel.Hook{})
 		if err != nil {
 			w.t.Fatalf("clean pass of %s: %v", obj.GetName(), err)
 		}

@@ -125,6 +125,7 @@ func (c *Client) write(verb string, obj client.Object, do func() error) error {
 	return err
 }
 
+// Get reads an object from the wrapped client; it fails with ErrKilled once the client is killed.
 func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if err := c.dead(); err != nil {
 		return err
@@ -132,6 +133,7 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	return c.Client.Get(ctx, key, obj, opts...)
 }
 
+// List lists objects with the wrapped client; it fails with ErrKilled once the client is killed.
 func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	if err := c.dead(); err != nil {
 		return err
@@ -139,26 +141,32 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 	return c.Client.List(ctx, list, opts...)
 }
 
+// Create creates obj through the Hook (see Client).
 func (c *Client) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
 	return c.write("create", obj, func() error { return c.Client.Create(ctx, obj, opts...) })
 }
 
+// Update updates obj through the Hook (see Client).
 func (c *Client) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	return c.write("update", obj, func() error { return c.Client.Update(ctx, obj, opts...) })
 }
 
+// Patch patches obj through the Hook (see Client).
 func (c *Client) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	return c.write("patch", obj, func() error { return c.Client.Patch(ctx, obj, patch, opts...) })
 }
 
+// Delete deletes obj through the Hook (see Client).
 func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	return c.write("delete", obj, func() error { return c.Client.Delete(ctx, obj, opts...) })
 }
 
+// DeleteAllOf deletes the objects of obj's kind that opts select, through the Hook (see Client).
 func (c *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
 	return c.write("deleteall", obj, func() error { return c.Client.DeleteAllOf(ctx, obj, opts...) })
 }
 
+// Status returns a writer of the status subresource whose writes also go through the Hook.
 func (c *Client) Status() client.SubResourceWriter {
 	return &statusWriter{c: c, w: c.Client.Status()}
 }
@@ -193,6 +201,7 @@ type Reader struct {
 	C *Client
 }
 
+// Get reads an object from the wrapped Reader; it fails with ErrKilled once C is killed.
 func (r Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if err := r.C.dead(); err != nil {
 		return err
@@ -200,6 +209,7 @@ func (r Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Object
 	return r.Reader.Get(ctx, key, obj, opts...)
 }
 
+// List lists objects with the wrapped Reader; it fails with ErrKilled once C is killed.
 func (r Reader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	if err := r.C.dead(); err != nil {
 		return err

@@ -33,7 +33,6 @@ import (
 	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/metrics"
 	"github.com/captf/captf/controller/state"
-	"github.com/captf/captf/controller/terraformcluster"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/reliability/rel"
@@ -78,7 +77,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.r = terraformcluster.New(workspace.Reconciler{Client: c, APIReader: c, Recorder: e.recorder, Clock: e.clock, Metrics: m, RunnerImage: "registry.example/captf/manager:test"})
+	e.r = workspace.New(workspace.Reconciler{Client: c, APIReader: c, Recorder: e.recorder, Clock: e.clock, Metrics: m, RunnerImage: "registry.example/captf/manager:test"}, infrav1.ClusterKind)
 	e.obj = &infrav1.TerraformCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Labels: map[string]string{jobs.LabelClusterName: name}},
 		Spec: infrav1.TerraformClusterSpec{WorkspaceSpec: infrav1.WorkspaceSpec{
@@ -325,7 +324,7 @@ func TestWhatOthersWriteChangesNothing(t *testing.T) {
 					e.t.Fatalf("restore Job %s started from a planted Secret", j.Name)
 				}
 			}
-			if c := conditions.Get(e.current().Status.Conditions, conditions.RestoreJobSucceeded); c == nil || c.Reason != conditions.ReasonRestoreBackupMissing {
+			if c := conditions.Get(e.current().Status.Conditions, conditions.RestoreJobSucceeded); c == nil || c.Reason != conditions.ReasonRestoreBackupNotFound {
 				e.t.Fatalf("RestoreJobSucceeded = %+v", c)
 			}
 		}},
@@ -337,14 +336,14 @@ func TestWhatOthersWriteChangesNothing(t *testing.T) {
 			e.noNewRun()
 		}},
 		{"an oversized result annotation on a real Job is no result, and no failure", func(e *env) {
-			var real batchv1.Job
+			var owned batchv1.Job
 			for _, j := range e.jobs() {
 				if workspace.OwnedBy(&j, e.obj) {
-					real = j
+					owned = j
 				}
 			}
-			real.Annotations[jobs.AnnotationResult] = strings.Repeat("{", 200<<10)
-			if err := e.c.Update(e.ctx, &real); err != nil {
+			owned.Annotations[jobs.AnnotationResult] = strings.Repeat("{", 200<<10)
+			if err := e.c.Update(e.ctx, &owned); err != nil {
 				e.t.Fatal(err)
 			}
 			e.settle()
