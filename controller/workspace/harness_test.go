@@ -124,7 +124,7 @@ func (h *harness) settle(obj client.Object) ctrl.Result {
 	h.t.Helper()
 	for i := 0; i < 10; i++ {
 		res := h.reconcile(obj)
-		if res.RequeueAfter != workspace.NextPassRequeue {
+		if !workspace.AgainAtOnce(res) {
 			return res
 		}
 	}

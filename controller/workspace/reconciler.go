@@ -49,6 +49,10 @@ const (
 	NextPassRequeue = 100 * time.Millisecond
 )
 
+// AgainAtOnce reports whether a pass's result asks for the next pass at once (NextPassRequeue),
+// as opposed to a wait. Tests that drive passes as the work queue would use it.
+func AgainAtOnce(res ctrl.Result) bool { return res.RequeueAfter == NextPassRequeue }
+
 // PausedAnnotation pauses an object, as in Cluster API.
 const PausedAnnotation = "cluster.x-k8s.io/paused"
 

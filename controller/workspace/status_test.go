@@ -194,6 +194,8 @@ func TestSetBooked(t *testing.T) {
 			if tc.run.finished.IsZero() {
 				tc.run.finished = statusNow
 			}
+			// Bookkeeping classifies the Job before it is booked; so does the test.
+			tc.run.outcome = jobs.OutcomeOf(tc.run.job)
 			setBooked(&s, slot, at, tc.run, tc.drift, "ns")
 			tc.check(t, &s, preview)
 		})

@@ -28,7 +28,8 @@ func kindNamed(name string) (infrav1.KindInfo, error) {
 		}
 		names = append(names, k.Name)
 	}
-	return infrav1.KindInfo{}, fmt.Errorf("unknown --kind %q: one of %s", name, strings.Join(names, ", "))
+	last := len(names) - 1
+	return infrav1.KindInfo{}, fmt.Errorf("unknown --kind %q: %s or %s", name, strings.Join(names[:last], ", "), names[last])
 }
 
 func newWhyCommand(o *Options) *cobra.Command {

@@ -198,7 +198,7 @@ func checkController(ctx context.Context, t *testing.T, c client.Client, ns, nam
 			if err != nil {
 				t.Fatalf("reconcile: %v", err)
 			}
-			if !res.Requeue || res.RequeueAfter > 0 { //nolint:staticcheck // the engine returns Requeue
+			if !workspace.AgainAtOnce(res) {
 				return
 			}
 		}

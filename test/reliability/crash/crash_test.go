@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/test/reliability/rel"
 )
 
@@ -128,7 +129,7 @@ func (w *world) crashPass(obj interface {
 		}
 		return true, false, nil
 	}
-	return false, res.Requeue && res.RequeueAfter == 0, err //nolint:staticcheck // the engine returns Requeue
+	return false, workspace.AgainAtOnce(res), err
 }
 
 var errKill = rel.ErrKilled

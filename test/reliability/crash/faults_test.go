@@ -11,6 +11,7 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/conditions"
+	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/reliability/rel"
 )
@@ -111,7 +112,7 @@ func TestRandomFaultsConverge(t *testing.T) {
 			for p := 0; p < 6; p++ {
 				res, _, err := w.pass(tc, hook)
 				w.check(fmt.Sprintf("round %d", round), tc.Name)
-				if err == nil && (!res.Requeue || res.RequeueAfter > 0) { //nolint:staticcheck // the engine returns Requeue
+				if err == nil && !workspace.AgainAtOnce(res) {
 					break
 				}
 			}

@@ -144,7 +144,7 @@ func (w *world) settle(obj client.Object) {
 		if err != nil {
 			w.t.Fatalf("clean pass of %s: %v", obj.GetName(), err)
 		}
-		if !res.Requeue || res.RequeueAfter > 0 { //nolint:staticcheck // the engine returns Requeue
+		if !workspace.AgainAtOnce(res) {
 			return
 		}
 	}

@@ -102,7 +102,7 @@ func (e *env) settle() {
 		if err != nil {
 			e.t.Fatalf("pass: %v", err)
 		}
-		if !res.Requeue || res.RequeueAfter > 0 { //nolint:staticcheck // the engine returns Requeue
+		if !workspace.AgainAtOnce(res) {
 			return
 		}
 	}
