@@ -23,6 +23,9 @@ const (
 	RestoreJobSucceeded = "RestoreJobSucceeded"
 	// RunnerRBACReady reports whether the Jobs' ServiceAccount may run them.
 	RunnerRBACReady = "RunnerRBACReady"
+	// OutputsValid reports whether the module's outputs in the state meet the contract of the
+	// object's role.
+	OutputsValid = "OutputsValid"
 	// Ready summarises the others.
 	Ready = "Ready"
 )
@@ -78,6 +81,15 @@ const (
 	ReasonStateRestored         = "StateRestored"
 	ReasonRestoreFailed         = "RestoreFailed"
 	ReasonRestoreBackupNotFound = "RestoreBackupNotFound"
+
+	// OutputsValid, in order of precedence: the first that applies is reported.
+	ReasonOutputsMissing        = "OutputsMissing"
+	ReasonOutputsInvalid        = "OutputsInvalid"
+	ReasonFailureDomainMismatch = "FailureDomainMismatch"
+	ReasonProviderIDChanged     = "ProviderIDChanged"
+	ReasonOutputsPending        = "OutputsPending"
+	ReasonInstancesTruncated    = "InstancesTruncated"
+	ReasonOutputsValid          = "OutputsValid"
 
 	// Ready.
 	ReasonReady    = "Ready"
