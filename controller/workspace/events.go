@@ -28,6 +28,10 @@ const (
 	EventDigestUnknown                   = "DigestUnknown"
 	EventImagePinned                     = "ImagePinned"
 	EventServiceAccountNotOptedIn        = "ServiceAccountNotOptedIn"
+	EventProvisioned                     = "Provisioned"
+	EventProviderIDSet                   = "ProviderIDSet"
+	EventControlPlaneEndpointSet         = "ControlPlaneEndpointSet"
+	EventOutputsInvalid                  = "OutputsInvalid"
 )
 
 // EventDoc describes an event reason for the reference in docs/metrics-events.md.
@@ -65,5 +69,9 @@ var Events = []EventDoc{
 	{EventStateLost, "Warning", "The state is missing although an apply once succeeded (captf.io/applied on the durable inputs): nothing is applied and deletion is held until it is restored or abandoned."},
 	{EventDigestUnknown, "Warning", "A refresh, drift, destroy or restore runs the spec's image reference because no digest is pinned yet."},
 	{EventImagePinned, "Normal", "A successful apply pinned the digest its pod ran; later non-apply runs use it."},
+	{EventProvisioned, "Normal", "The applied state's outputs meet the contract and its health is known: status.initialization.provisioned is true, for good."},
+	{EventProviderIDSet, "Normal", "A machine's spec.providerID was set from the module's provider_id output (once; it never changes)."},
+	{EventControlPlaneEndpointSet, "Normal", "A cluster's spec.controlPlaneEndpoint was set from the module's control_plane_endpoint output (once)."},
+	{EventOutputsInvalid, "Warning", "The module's outputs stopped meeting the contract (OutputsValid False): the output and the rule it breaks, never its value."},
 	{EventServiceAccountNotOptedIn, "Warning", "spec.jobs.serviceAccountName names a ServiceAccount that does not exist or lacks the label captf.io/runner=true; no Job starts."},
 }

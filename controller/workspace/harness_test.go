@@ -258,14 +258,21 @@ func (h *harness) writeState(kind jobs.Kind, name string, resources int) {
 	h.writeSerial(kind, name, resources, 1)
 }
 
-// writeSerial writes a state of the given serial.
+// contractOutputs are the module outputs the harness's states hold: those of every role, each
+// meeting the contract, as a module that provisions cleanly returns them.
+const contractOutputs = `{"health":{"state":"running","healthy":true,"message":null,"reasons":[]},` +
+	`"control_plane_endpoint":{"host":"api.web.example","port":6443},"failure_domains":null,"exports":{"vpc":"vpc-1"},` +
+	`"provider_id":"test:///m-1","addresses":[{"type":"InternalIP","address":"10.0.0.1"}],"failure_domain":null,"interruptible":false,` +
+	`"provider_id_list":["test:///m-1"],"replicas":1,"instances":[{"provider_id":"test:///m-1"}]}`
+
+// writeSerial writes a state of the given serial, with contractOutputs.
 func (h *harness) writeSerial(kind jobs.Kind, name string, resources int, serial int64) {
 	h.t.Helper()
 	var res []string
 	for i := 0; i < resources; i++ {
 		res = append(res, fmt.Sprintf(`{"mode":"managed","type":"terraform_data","name":"r%d","instances":[{"attributes":{}}]}`, i))
 	}
-	doc := fmt.Sprintf(`{"version":4,"serial":%d,"lineage":"l","resources":[%s]}`, serial, strings.Join(res, ","))
+	doc := fmt.Sprintf(`{"version":4,"serial":%d,"lineage":"l","resources":[%s],"outputs":{"workspace":{"value":%s,"sensitive":true}}}`, serial, strings.Join(res, ","), contractOutputs)
 	data, err := state.Compress([]byte(doc))
 	if err != nil {
 		h.t.Fatal(err)

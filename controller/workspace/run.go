@@ -112,6 +112,12 @@ func (p *pass) actOnFacts(ctx context.Context, f Facts) error {
 		}
 	}
 	setStateReadable(status, p.stamp(), in.State, in.StateErr)
+	if in.StateErr == nil && f.StateSecret != nil {
+		// Outputs are read from a state read live; a remembered state's are already written.
+		if err := p.applyOutputs(ctx, in.State); err != nil {
+			return err
+		}
+	}
 	if in.StateErr == nil && in.State.InputsHash != "" && f.DurableExists && f.Durable.Annotations[jobs.AnnotationApplied] != "true" {
 		// A state that records an inputs hash was applied: mark it, so its loss is noticed.
 		if err := p.markApplied(ctx); err != nil {

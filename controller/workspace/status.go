@@ -216,7 +216,6 @@ func setSucceeded(s *infrav1.WorkspaceStatus, plan **infrav1.PlanPreview, at sta
 		}
 	case jobs.OpApply:
 		at.set(&s.Conditions, conditions.ApplyJobSucceeded, metav1.ConditionTrue, conditions.ReasonApplySucceeded, message)
-		s.Initialization = &infrav1.Initialization{Provisioned: ptr.To(true)}
 		if conditions.IsTrue(s.Conditions, conditions.DriftDetected) {
 			at.set(&s.Conditions, conditions.DriftDetected, metav1.ConditionFalse, conditions.ReasonNoDrift, "resolved by Job "+r.job.Name)
 		}

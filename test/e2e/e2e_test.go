@@ -21,12 +21,15 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	runsv1alpha1 "github.com/captf/captf/apis/runs/v1alpha1"
+	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/system"
@@ -128,9 +131,45 @@ func TestProvisionShowsASucceededFirstAttempt(t *testing.T) {
 		err := s.C.Get(ctx, client.ObjectKeyFromObject(tc), tc)
 		return err == nil && tc.Status.Initialization != nil && ptr.Deref(tc.Status.Initialization.Provisioned, false), err
 	})
+	// The sample module's outputs reached the contract fields.
+	if tc.Spec.ControlPlaneEndpoint != (infrav1.APIEndpoint{Host: "web.local", Port: 6443}) || len(tc.Status.FailureDomains) != 1 ||
+		!conditions.IsTrue(tc.Status.Conditions, conditions.OutputsValid) {
+		t.Fatalf("endpoint %+v, failure domains %+v, conditions %+v", tc.Spec.ControlPlaneEndpoint, tc.Status.FailureDomains, tc.Status.Conditions)
+	}
 	out, err := s.kubectl("", "get", "runs")
 	if err != nil || !strings.Contains(out, "TerraformCluster/web") || !strings.Contains(out, "Succeeded") {
 		t.Fatalf("kubectl get runs:\n%s\n%v", out, err)
+	}
+}
+
+func TestAMachineAndAPoolReceiveTheirOutputs(t *testing.T) {
+	s := newSuite(t)
+	spec := func(name string) infrav1.WorkspaceSpec {
+		return infrav1.WorkspaceSpec{
+			Source:    infrav1.SourceSpec{Image: system.SampleNoopImage},
+			Variables: &apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf(`{"name":%q}`, name))},
+		}
+	}
+	tm := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: s.NS}, Spec: infrav1.TerraformMachineSpec{WorkspaceSpec: spec("m1")}}
+	tmp := &infrav1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: s.NS}, Spec: infrav1.TerraformMachinePoolSpec{WorkspaceSpec: spec("p1")}}
+	for _, obj := range []client.Object{tm, tmp} {
+		if err := s.C.Create(s.Ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Eventually("the machine has its provider ID and addresses", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		err := s.C.Get(ctx, client.ObjectKeyFromObject(tm), tm)
+		return err == nil && tm.Spec.ProviderID == "local://m1" && len(tm.Status.Addresses) == 1 &&
+			tm.Status.Initialization != nil && ptr.Deref(tm.Status.Initialization.Provisioned, false), err
+	})
+	s.Eventually("the pool has its provider IDs and replicas", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		err := s.C.Get(ctx, client.ObjectKeyFromObject(tmp), tmp)
+		return err == nil && len(tmp.Spec.ProviderIDList) == 1 && tmp.Spec.ProviderIDList[0] == "local://p1-0" &&
+			tmp.Status.Replicas != nil && *tmp.Status.Replicas == 1, err
+	})
+	out, err := s.kubectl("", "get", "terraformmachines")
+	if err != nil || !strings.Contains(out, "local://m1") {
+		t.Fatalf("kubectl get terraformmachines shows no provider ID:\n%s\n%v", out, err)
 	}
 }
 

@@ -54,6 +54,27 @@ type TerraformClusterStatus struct {
 	// plan is the plan that waits for approval under applyPolicy Manual.
 	// +optional
 	Plan *PlanPreview `json:"plan,omitempty"`
+
+	// failureDomains are the module's failure_domains output, sorted by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	FailureDomains []FailureDomain `json:"failureDomains,omitempty"`
+}
+
+// FailureDomain is one failure domain of a cluster, as Cluster API reads it.
+type FailureDomain struct {
+	// name of the failure domain.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// controlPlane says whether control plane machines may be placed in it.
+	// +optional
+	ControlPlane *bool `json:"controlPlane,omitempty"`
+	// attributes of the failure domain.
+	// +optional
+	Attributes map[string]string `json:"attributes,omitempty"`
 }
 
 // PlanPreview is a plan of the current inputs that waits for approval.
@@ -86,6 +107,8 @@ type PlanPreview struct {
 // TerraformCluster is the infrastructure of a Cluster API cluster, provisioned by Terraform runs.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=infrastructure-terraform"
 // +kubebuilder:resource:path=terraformclusters,scope=Namespaced,categories=cluster-api;terraform,shortName=tfc
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']"
 // +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=".status.initialization.provisioned"

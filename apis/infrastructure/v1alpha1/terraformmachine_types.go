@@ -33,11 +33,39 @@ type MachineDriftSpec struct {
 // TerraformMachineStatus is the observed state of a TerraformMachine.
 type TerraformMachineStatus struct {
 	WorkspaceStatus `json:",inline"`
+
+	// addresses are the module's addresses output, sorted by type (InternalIP, InternalDNS,
+	// ExternalIP, ExternalDNS, Hostname), then address.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Addresses []MachineAddress `json:"addresses,omitempty"`
+	// failureDomain is the module's failure_domain output.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	FailureDomain string `json:"failureDomain,omitempty"`
+	// interruptible is the module's interruptible output: the machine may be taken away at any
+	// time (a spot instance).
+	// +optional
+	Interruptible bool `json:"interruptible,omitempty"`
+}
+
+// MachineAddress is one address of a machine, as Cluster API reads it.
+type MachineAddress struct {
+	// type of the address.
+	// +kubebuilder:validation:Enum=Hostname;ExternalIP;InternalIP;ExternalDNS;InternalDNS
+	Type string `json:"type"`
+	// address itself.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Address string `json:"address"`
 }
 
 // TerraformMachine is the infrastructure of one Cluster API machine, provisioned by Terraform runs.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=infrastructure-terraform"
 // +kubebuilder:resource:path=terraformmachines,scope=Namespaced,categories=cluster-api;terraform,shortName=tfm
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']"
 // +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=".status.initialization.provisioned"

@@ -17,21 +17,29 @@ type TerraformMachinePoolSpec struct {
 	// +kubebuilder:validation:MaxItems=10000
 	// +listType=atomic
 	ProviderIDList []string `json:"providerIDList,omitempty"`
+	// providerID is set from the module's provider_id output: the pool's group ID, if it has one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	ProviderID string `json:"providerID,omitempty"`
 }
 
 // TerraformMachinePoolStatus is the observed state of a TerraformMachinePool.
 type TerraformMachinePoolStatus struct {
 	WorkspaceStatus `json:",inline"`
 
-	// replicas is the number of instances the module reports.
+	// replicas is the module's replicas output: the pool's desired capacity. A pointer, so that a
+	// pool scaled to zero says 0 rather than nothing.
 	// +optional
-	Replicas int32 `json:"replicas,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	Replicas *int32 `json:"replicas,omitempty"`
 }
 
 // TerraformMachinePool is the infrastructure of a Cluster API machine pool, provisioned by
 // Terraform runs.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=infrastructure-terraform"
 // +kubebuilder:resource:path=terraformmachinepools,scope=Namespaced,categories=cluster-api;terraform,shortName=tfmp
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']"
 // +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=".status.initialization.provisioned"

@@ -34,10 +34,53 @@ resource "terraform_data" "network" {
   }
 }
 
+# The outputs of every Cluster API role, so one module serves a TerraformCluster, a
+# TerraformMachine and a TerraformMachinePool: each role reads its own and ignores the others.
+# Null is allowed where the contract says what null means (docs/module-contract.md).
+
+output "health" {
+  value = { state = "running", healthy = true, message = null, reasons = [] }
+}
+
+# TerraformCluster.
 output "control_plane_endpoint" {
   value = { host = "${var.name}.local", port = 6443 }
 }
 
+output "failure_domains" {
+  value = [{ name = "local-a", control_plane = true, attributes = {} }]
+}
+
+output "exports" {
+  value = { network = terraform_data.network.id }
+}
+
+# TerraformMachine (and the pool's optional group ID).
 output "provider_id" {
   value = "local://${var.name}"
+}
+
+output "addresses" {
+  value = [{ type = "Hostname", address = "${var.name}.local" }]
+}
+
+output "failure_domain" {
+  value = null
+}
+
+output "interruptible" {
+  value = false
+}
+
+# TerraformMachinePool.
+output "provider_id_list" {
+  value = ["local://${var.name}-0"]
+}
+
+output "replicas" {
+  value = 1
+}
+
+output "instances" {
+  value = [{ provider_id = "local://${var.name}-0", state = "running" }]
 }

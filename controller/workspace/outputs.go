@@ -1,0 +1,173 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/conditions"
+	"github.com/captf/captf/controller/contract"
+	"github.com/captf/captf/controller/state"
+	"github.com/captf/captf/jobs"
+)
+
+// The module's outputs reach the object here: decoded from the state the pass read, each output
+// that meets its rules is written to its contract field, the others leave the field as it was.
+// These are the only functions that know each kind's contract fields.
+
+// decodeOutputs decodes the outputs of a state read live for obj's role. ok is false when there
+// is nothing to decode: no state yet, or one that was never applied.
+func decodeOutputs(kind infrav1.KindInfo, obj infrav1.Workspace, st state.State) (contract.Decoded, bool) {
+	if !st.Exists || st.InputsHash == "" {
+		return contract.Decoded{}, false
+	}
+	expect := contract.Expect{}
+	if m, isMachine := obj.(*infrav1.TerraformMachine); isMachine {
+		expect.ProviderID = m.Spec.ProviderID
+	}
+	return contract.Decode(contract.RoleOf(jobs.Kind(kind.Kind)), st.Outputs[contract.WorkspaceOutput], expect), true
+}
+
+// setOutputs writes OutputsValid, the status fields of the outputs that decoded cleanly, and
+// provisioning: an object is provisioned once an applied state's outputs all meet the contract
+// and its health is known and not pending, and stays provisioned for life.
+func setOutputs(obj infrav1.Workspace, at stamp, d contract.Decoded) {
+	s := obj.WorkspaceStatus()
+	status, reason, message := d.Condition()
+	at.set(&s.Conditions, conditions.OutputsValid, status, reason, message)
+	if status == metav1.ConditionTrue && d.Outputs.Health != nil && d.Outputs.Health.State != contract.HealthPending {
+		s.Initialization = &infrav1.Initialization{Provisioned: ptr.To(true)}
+	}
+	switch o := obj.(type) {
+	case *infrav1.TerraformCluster:
+		if d.Valid[contract.OutputFailureDomains] {
+			o.Status.FailureDomains = failureDomains(d.Outputs.FailureDomains)
+		}
+	case *infrav1.TerraformMachine:
+		if d.Valid[contract.OutputAddresses] {
+			o.Status.Addresses = machineAddresses(d.Outputs.Addresses)
+		}
+		if d.Valid[contract.OutputFailureDomain] {
+			o.Status.FailureDomain = d.Outputs.FailureDomain
+		}
+		if d.Valid[contract.OutputInterruptible] {
+			o.Status.Interruptible = d.Outputs.Interruptible
+		}
+	case *infrav1.TerraformMachinePool:
+		if d.Valid[contract.OutputReplicas] {
+			o.Status.Replicas = d.Outputs.Replicas
+		}
+	}
+}
+
+// writeBackSpec writes the spec fields of the outputs that decoded cleanly, and reports whether
+// it changed any. A cluster's endpoint and a machine's provider ID are set once, never changed
+// or cleared; a pool's provider IDs follow its members.
+func writeBackSpec(obj infrav1.Workspace, d contract.Decoded) bool {
+	switch o := obj.(type) {
+	case *infrav1.TerraformCluster:
+		ep := d.Outputs.Endpoint
+		if d.Valid[contract.OutputControlPlaneEndpoint] && ep != nil && o.Spec.ControlPlaneEndpoint.Host == "" {
+			o.Spec.ControlPlaneEndpoint = infrav1.APIEndpoint{Host: ep.Host, Port: ep.Port}
+			return true
+		}
+	case *infrav1.TerraformMachine:
+		if d.Valid[contract.OutputProviderID] && d.Outputs.ProviderID != "" && o.Spec.ProviderID == "" {
+			o.Spec.ProviderID = d.Outputs.ProviderID
+			return true
+		}
+	case *infrav1.TerraformMachinePool:
+		changed := false
+		if d.Valid[contract.OutputProviderIDList] && !slices.Equal(o.Spec.ProviderIDList, d.Outputs.ProviderIDList) {
+			o.Spec.ProviderIDList, changed = d.Outputs.ProviderIDList, true
+		}
+		if d.Valid[contract.OutputProviderID] && o.Spec.ProviderID != d.Outputs.ProviderID {
+			o.Spec.ProviderID, changed = d.Outputs.ProviderID, true
+		}
+		return changed
+	}
+	return false
+}
+
+// applyOutputs writes what the state's outputs say: the spec fields in their own patch (they
+// are not status), the status fields, OutputsValid and provisioning into the pass's status, with
+// an event for each change a person would want to hear about.
+func (p *pass) applyOutputs(ctx context.Context, st state.State) error {
+	d, ok := decodeOutputs(p.r.KindInfo, p.obj, st)
+	if !ok {
+		return nil
+	}
+	before := p.obj.DeepCopyObject().(infrav1.Workspace)
+	if writeBackSpec(p.obj, d) {
+		// The status is kept aside: a patch of the object returns the stored status, and the
+		// pass's own status changes go in its status patch.
+		status := p.obj.WorkspaceStatus().DeepCopy()
+		if err := p.r.Client.Patch(ctx, p.obj, client.MergeFrom(before)); err != nil {
+			return fmt.Errorf("writing the module's outputs to the spec: %w", err)
+		}
+		*p.obj.WorkspaceStatus() = *status
+		for _, e := range specEvents(before, p.obj) {
+			logf.FromContext(ctx).Info("wrote a module output to the spec", "reason", e.reason)
+			p.event(nil, e.eventType, e.reason, "%s", e.note)
+		}
+	}
+	wasValid := conditions.Get(p.status().Conditions, conditions.OutputsValid)
+	wasProvisioned := isProvisioned(p.status())
+	setOutputs(p.obj, p.stamp(), d)
+	if now := conditions.Get(p.status().Conditions, conditions.OutputsValid); now.Status == metav1.ConditionFalse && (wasValid == nil || wasValid.Reason != now.Reason) {
+		p.event(nil, corev1.EventTypeWarning, EventOutputsInvalid, "%s: %s", now.Reason, now.Message)
+	}
+	if !wasProvisioned && isProvisioned(p.status()) {
+		logf.FromContext(ctx).Info("provisioned: the module's outputs meet the contract")
+		p.event(nil, corev1.EventTypeNormal, EventProvisioned, "The applied state's outputs meet the contract: provisioned")
+	}
+	return nil
+}
+
+func isProvisioned(s *infrav1.WorkspaceStatus) bool {
+	return s.Initialization != nil && ptr.Deref(s.Initialization.Provisioned, false)
+}
+
+// specEvents are the events of spec fields writeBackSpec set once.
+func specEvents(before, after infrav1.Workspace) []event {
+	switch a := after.(type) {
+	case *infrav1.TerraformCluster:
+		if b := before.(*infrav1.TerraformCluster); b.Spec.ControlPlaneEndpoint != a.Spec.ControlPlaneEndpoint {
+			return []event{{corev1.EventTypeNormal, EventControlPlaneEndpointSet, fmt.Sprintf("spec.controlPlaneEndpoint set to %s:%d from the module's output", a.Spec.ControlPlaneEndpoint.Host, a.Spec.ControlPlaneEndpoint.Port)}}
+		}
+	case *infrav1.TerraformMachine:
+		if b := before.(*infrav1.TerraformMachine); b.Spec.ProviderID != a.Spec.ProviderID {
+			return []event{{corev1.EventTypeNormal, EventProviderIDSet, "spec.providerID set to " + a.Spec.ProviderID + " from the module's output"}}
+		}
+	}
+	return nil
+}
+
+func failureDomains(in []contract.FailureDomain) []infrav1.FailureDomain {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]infrav1.FailureDomain, len(in))
+	for i, fd := range in {
+		out[i] = infrav1.FailureDomain{Name: fd.Name, ControlPlane: ptr.To(fd.ControlPlane), Attributes: fd.Attributes}
+	}
+	return out
+}
+
+func machineAddresses(in []contract.Address) []infrav1.MachineAddress {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]infrav1.MachineAddress, len(in))
+	for i, a := range in {
+		out[i] = infrav1.MachineAddress{Type: a.Type, Address: a.Address}
+	}
+	return out
+}
