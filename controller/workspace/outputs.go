@@ -118,10 +118,14 @@ func (p *pass) applyOutputs(ctx context.Context, st state.State) error {
 			p.event(nil, e.eventType, e.reason, "%s", e.note)
 		}
 	}
-	wasValid := conditions.Get(p.status().Conditions, conditions.OutputsValid)
+	// Copied, not pointed to: the setter updates the condition in place.
+	var wasReason string
+	if c := conditions.Get(p.status().Conditions, conditions.OutputsValid); c != nil {
+		wasReason = c.Reason
+	}
 	wasProvisioned := isProvisioned(p.status())
 	setOutputs(p.obj, p.stamp(), d)
-	if now := conditions.Get(p.status().Conditions, conditions.OutputsValid); now.Status == metav1.ConditionFalse && (wasValid == nil || wasValid.Reason != now.Reason) {
+	if now := conditions.Get(p.status().Conditions, conditions.OutputsValid); now.Status == metav1.ConditionFalse && wasReason != now.Reason {
 		p.event(nil, corev1.EventTypeWarning, EventOutputsInvalid, "%s: %s", now.Reason, now.Message)
 	}
 	if !wasProvisioned && isProvisioned(p.status()) {
@@ -135,16 +139,17 @@ func isProvisioned(s *infrav1.WorkspaceStatus) bool {
 	return s.Initialization != nil && ptr.Deref(s.Initialization.Provisioned, false)
 }
 
-// specEvents are the events of spec fields writeBackSpec set once.
+// specEvents are the events of spec fields writeBackSpec set once. They name the field, never
+// its value: an output may be made of secret inputs, and events are read more widely than specs.
 func specEvents(before, after infrav1.Workspace) []event {
 	switch a := after.(type) {
 	case *infrav1.TerraformCluster:
 		if b := before.(*infrav1.TerraformCluster); b.Spec.ControlPlaneEndpoint != a.Spec.ControlPlaneEndpoint {
-			return []event{{corev1.EventTypeNormal, EventControlPlaneEndpointSet, fmt.Sprintf("spec.controlPlaneEndpoint set to %s:%d from the module's output", a.Spec.ControlPlaneEndpoint.Host, a.Spec.ControlPlaneEndpoint.Port)}}
+			return []event{{corev1.EventTypeNormal, EventControlPlaneEndpointSet, "spec.controlPlaneEndpoint was set from the module's control_plane_endpoint output"}}
 		}
 	case *infrav1.TerraformMachine:
 		if b := before.(*infrav1.TerraformMachine); b.Spec.ProviderID != a.Spec.ProviderID {
-			return []event{{corev1.EventTypeNormal, EventProviderIDSet, "spec.providerID set to " + a.Spec.ProviderID + " from the module's output"}}
+			return []event{{corev1.EventTypeNormal, EventProviderIDSet, "spec.providerID was set from the module's provider_id output"}}
 		}
 	}
 	return nil
