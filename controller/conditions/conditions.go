@@ -23,6 +23,11 @@ const (
 	RestoreJobSucceeded = "RestoreJobSucceeded"
 	// RunnerRBACReady reports whether the Jobs' ServiceAccount may run them.
 	RunnerRBACReady = "RunnerRBACReady"
+	// Paused is True while the object or its Cluster is paused: Jobs are booked, none starts.
+	Paused = "Paused"
+	// DeletionBlocked is True while a deleted cluster waits for its machines and pools
+	// (negative polarity).
+	DeletionBlocked = "DeletionBlocked"
 	// OutputsValid reports whether the module's outputs in the state meet the contract of the
 	// object's role.
 	OutputsValid = "OutputsValid"
@@ -90,6 +95,14 @@ const (
 	ReasonOutputsPending        = "OutputsPending"
 	ReasonInstancesTruncated    = "InstancesTruncated"
 	ReasonOutputsValid          = "OutputsValid"
+
+	// Paused.
+	ReasonPaused    = "Paused"
+	ReasonNotPaused = "NotPaused"
+
+	// DeletionBlocked.
+	ReasonDependentsExist = "DependentsExist"
+	ReasonNotBlocked      = "NotBlocked"
 
 	// Ready.
 	ReasonReady    = "Ready"

@@ -37,6 +37,11 @@ const (
 	RestoreRequested       = "RestoreRequested"
 	PlanAwaitingApproval   = "PlanAwaitingApproval"
 	DestructivePlanBlocked = "DestructivePlanBlocked"
+	// Abandoned: a deleted object whose infrastructure a person abandoned
+	// (captf.io/abandon-infrastructure=<uid>) is let go without a destroy.
+	Abandoned = "Abandoned"
+	// WaitingForDependents: a deleted cluster waits until its machines and pools are gone.
+	WaitingForDependents = "WaitingForDependents"
 
 	// BackoffSuffix marks a due op that waits for its backoff window, e.g. InputsChangedBackoff.
 	BackoffSuffix = "Backoff"
@@ -48,6 +53,7 @@ const (
 	StateRequeue           = time.Minute
 	InputsRequeue          = 10 * time.Minute
 	ApprovalRequeue        = 10 * time.Minute
+	DependentsRequeue      = 30 * time.Second
 	DefaultDriftInterval   = 30 * time.Minute
 	maxJitterFractionDenom = 10 // jitter is at most a tenth of the interval
 )
@@ -58,6 +64,11 @@ type Input struct {
 	UID       types.UID
 	CreatedAt time.Time
 	Deleting  bool
+	// Abandoned is set when captf.io/abandon-infrastructure names the object's UID: a deletion
+	// lets the infrastructure go instead of destroying it.
+	Abandoned bool
+	// Dependents counts the machines and pools of a deleted cluster that still exist.
+	Dependents int
 	// Mutable is true when changed inputs are applied again: clusters and pools always,
 	// machines never (their inputs are immutable once provisioned).
 	Mutable bool
@@ -150,6 +161,10 @@ func Decide(in Input) Decision {
 	}
 	if in.Deleting {
 		switch {
+		case in.Abandoned:
+			return Decision{Reason: Abandoned, DropFinalizer: true}
+		case in.Dependents > 0:
+			return Decision{Reason: WaitingForDependents, RequeueAfter: DependentsRequeue}
 		case in.StateErr != nil:
 			return Decision{Reason: DeletionHeld, RequeueAfter: StateRequeue}
 		case in.State.Empty():

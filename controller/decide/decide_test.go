@@ -67,6 +67,22 @@ func TestDecide(t *testing.T) {
 		{"4: deleting destroys even when the inputs changed", func(in *Input) {
 			in.Deleting, in.CurrentInputsHash = true, "h1:new"
 		}, jobs.OpDestroy, Deleting, false, 0},
+		{"deleting with the infrastructure abandoned drops the finalizer without a destroy", func(in *Input) {
+			in.Deleting, in.Abandoned = true, true
+		}, "", Abandoned, true, 0},
+		{"an abandoned deletion is let go even when the state cannot be read", func(in *Input) {
+			in.Deleting, in.Abandoned, in.State, in.StateErr = true, true, state.State{}, state.ErrLost
+		}, "", Abandoned, true, 0},
+		{"an abandoned deletion still waits for a running Job", func(in *Input) {
+			in.Deleting, in.Abandoned = true, true
+			in.Jobs = append(in.Jobs, job(jobs.OpDestroy, 1, jobs.OutcomeRunning, 999))
+		}, "", JobActive, false, JobActiveRequeue},
+		{"a deleted cluster waits for its machines and pools before it destroys", func(in *Input) {
+			in.Deleting, in.Dependents = true, 2
+		}, "", WaitingForDependents, false, DependentsRequeue},
+		{"a deleted cluster without state still waits for its dependents", func(in *Input) {
+			in.Deleting, in.Dependents, in.State = true, 1, state.State{}
+		}, "", WaitingForDependents, false, DependentsRequeue},
 		{"a lost state (missing after an apply once succeeded) applies nothing", func(in *Input) {
 			in.State, in.StateErr = state.State{}, state.ErrLost
 		}, "", StateLost, false, StateRequeue},

@@ -8,8 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/captf/captf/controller/lease"
@@ -39,22 +37,4 @@ func (p *pass) cleanup(ctx context.Context) error {
 	}
 	p.r.states.forget(client.ObjectKeyFromObject(objects[0]))
 	return nil
-}
-
-// clusterGVK is the Cluster API Cluster, read without depending on Cluster API's Go module.
-var clusterGVK = schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "Cluster"}
-
-// clusterPaused reports whether the object's Cluster is paused. Without Cluster API installed, or
-// without the Cluster, nothing is paused.
-func clusterPaused(ctx context.Context, c client.Reader, namespace, name string) bool {
-	if name == "" {
-		return false
-	}
-	cluster := &unstructured.Unstructured{}
-	cluster.SetGroupVersionKind(clusterGVK)
-	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster); err != nil {
-		return false
-	}
-	paused, _, _ := unstructured.NestedBool(cluster.Object, "spec", "paused")
-	return paused
 }

@@ -32,6 +32,9 @@ const (
 	EventProviderIDSet                   = "ProviderIDSet"
 	EventControlPlaneEndpointSet         = "ControlPlaneEndpointSet"
 	EventOutputsInvalid                  = "OutputsInvalid"
+	EventPaused                          = "Paused"
+	EventResumed                         = "Resumed"
+	EventInfrastructureAbandoned         = "InfrastructureAbandoned"
 )
 
 // EventDoc describes an event reason for the reference in docs/metrics-events.md.
@@ -73,5 +76,8 @@ var Events = []EventDoc{
 	{EventProviderIDSet, "Normal", "A machine's spec.providerID was set from the module's provider_id output (once; it never changes)."},
 	{EventControlPlaneEndpointSet, "Normal", "A cluster's spec.controlPlaneEndpoint was set from the module's control_plane_endpoint output (once)."},
 	{EventOutputsInvalid, "Warning", "The module's outputs stopped meeting the contract (OutputsValid False): the output and the rule it breaks, never its value."},
+	{EventPaused, "Normal", "The object or its Cluster was paused: Jobs are booked and stuck ones deleted, none starts."},
+	{EventResumed, "Normal", "The pause ended."},
+	{EventInfrastructureAbandoned, "Warning", "A deleted object whose captf.io/abandon-infrastructure names its UID was let go without a destroy; its state is removed."},
 	{EventServiceAccountNotOptedIn, "Warning", "spec.jobs.serviceAccountName names a ServiceAccount that does not exist or lacks the label captf.io/runner=true; no Job starts."},
 }

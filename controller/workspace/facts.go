@@ -34,6 +34,8 @@ type Facts struct {
 	StateSecret *corev1.Secret
 	// RestoreProblem says why a captf.io/restore-state annotation names no usable backup.
 	RestoreProblem string
+	// Dependents describes the machines and pools a deleted cluster waits for, "" for none.
+	Dependents string
 
 	// FromCache is set when a Secret was not read live: the state came from the state memo or
 	// the durable inputs' annotations from the metadata cache. A pass reads live before it acts.
@@ -92,6 +94,13 @@ func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj 
 	}
 	f.Rendered, f.RenderErr = inputs.Render(spec.Source.Image, variables, field.NewPath("spec", "variables"))
 	f.Input = r.decideInput(obj, f, st, stateErr, retained, restore, now)
+	if f.Input.Deleting && r.Kind == jobs.KindCluster {
+		found, err := dependents(ctx, reader, obj)
+		if err != nil {
+			return f, err
+		}
+		f.Dependents, f.Input.Dependents = dependentsMessage(found)
+	}
 	return f, nil
 }
 
@@ -158,6 +167,7 @@ func (r *Reconciler) decideInput(obj infrav1.Workspace, f Facts, st state.State,
 		UID:               obj.GetUID(),
 		CreatedAt:         obj.GetCreationTimestamp().Time,
 		Deleting:          !obj.GetDeletionTimestamp().IsZero(),
+		Abandoned:         abandoned(obj),
 		Mutable:           r.KindInfo.InputsMutable(obj),
 		State:             st,
 		StateErr:          stateErr,
@@ -210,14 +220,6 @@ func (r *Reconciler) OwnJobs(ctx context.Context, reader client.Reader, obj clie
 func OwnedBy(o metav1.Object, obj client.Object) bool {
 	ref := metav1.GetControllerOf(o)
 	return ref != nil && ref.UID == obj.GetUID() && ref.Name == obj.GetName()
-}
-
-// IsPaused reports whether obj or its Cluster API Cluster is paused.
-func IsPaused(ctx context.Context, reader client.Reader, obj client.Object) bool {
-	if _, ok := obj.GetAnnotations()[PausedAnnotation]; ok {
-		return true
-	}
-	return clusterPaused(ctx, reader, obj.GetNamespace(), obj.GetLabels()[jobs.LabelClusterName])
 }
 
 // restoreRequest reads captf.io/restore-state: the serial of a backup to push back. A bad

@@ -146,3 +146,38 @@ func TestOutputsReachTheObject(t *testing.T) {
 		})
 	}
 }
+
+func TestDependentsMessage(t *testing.T) {
+	for _, tc := range []struct {
+		rule  string
+		found map[string][]string
+		want  string
+		total int
+	}{
+		{"none is no message", nil, "", 0},
+		{"names are sorted", map[string][]string{"TerraformMachine": {"b", "a"}}, "2 TerraformMachine(s) (a, b)", 2},
+		{"at most three names of each kind, then a count", map[string][]string{"TerraformMachine": {"e", "d", "c", "b", "a"}, "TerraformMachinePool": {"p"}},
+			"5 TerraformMachine(s) (a, b, c and 2 more) and 1 TerraformMachinePool(s) (p)", 6},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			if got, total := dependentsMessage(tc.found); got != tc.want || total != tc.total {
+				t.Fatalf("dependentsMessage = %q, %d; want %q, %d", got, total, tc.want, tc.total)
+			}
+		})
+	}
+}
+
+func TestSetPausedAndDeletionBlocked(t *testing.T) {
+	var s infrav1.WorkspaceStatus
+	setPaused(&s, at, Pause{Paused: true, Why: "Cluster web has spec.paused"})
+	wantCondition(t, &s, conditions.Paused, metav1.ConditionTrue, conditions.ReasonPaused)
+	setPaused(&s, at, Pause{})
+	wantCondition(t, &s, conditions.Paused, metav1.ConditionFalse, conditions.ReasonNotPaused)
+	setDeletionBlocked(&s, at, "1 TerraformMachine(s) (a)")
+	wantCondition(t, &s, conditions.DeletionBlocked, metav1.ConditionTrue, conditions.ReasonDependentsExist)
+	setDeletionBlocked(&s, at, "")
+	wantCondition(t, &s, conditions.DeletionBlocked, metav1.ConditionFalse, conditions.ReasonNotBlocked)
+	if conditions.Get(s.Conditions, conditions.Ready) == nil {
+		t.Fatal("Ready was not summarised")
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -54,7 +55,7 @@ const (
 func AgainAtOnce(res ctrl.Result) bool { return res.RequeueAfter == NextPassRequeue }
 
 // PausedAnnotation pauses an object, as in Cluster API.
-const PausedAnnotation = "cluster.x-k8s.io/paused"
+const PausedAnnotation = clusterv1.PausedAnnotation
 
 // Reconciler reconciles one kind. Client must read Jobs and the kind from the cache and Secrets,
 // Leases and Pods from the API server (the manager disables the cache for those); APIReader
@@ -226,11 +227,6 @@ func (p *pass) listJobs(ctx context.Context) error {
 	own, err := p.r.OwnJobs(ctx, p.r.Client, p.obj)
 	p.jobs = own
 	return err
-}
-
-// isPaused reports whether the object or its Cluster is paused.
-func (p *pass) isPaused(ctx context.Context) bool {
-	return IsPaused(ctx, p.r.Client, p.obj)
 }
 
 // podsOf lists the pods of a Job from the API server: only those the Job controller created for

@@ -35,10 +35,19 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if len(p.booked) > 0 {
 		return ctrl.Result{RequeueAfter: NextPassRequeue}, nil
 	}
+	pause, err := PauseOf(ctx, p.r.APIReader, p.obj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	p.reportPause(pause)
 	if res, running, err := p.followActiveJob(ctx); running || err != nil {
 		return res, err
 	}
-	if p.isPaused(ctx) {
+	// No Job runs: clusterctl move may go ahead.
+	if err := p.setBlockMove(ctx, false); err != nil {
+		return ctrl.Result{}, err
+	}
+	if pause.Paused {
 		return ctrl.Result{}, nil
 	}
 
@@ -53,6 +62,10 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	p.r.Metrics.Decided(p.r.Kind, d.Op, d.Reason)
 	switch {
 	case d.DropFinalizer:
+		if d.Reason == decide.Abandoned {
+			logf.FromContext(ctx).Info("deletion lets the infrastructure go without a destroy", "annotation", AbandonAnnotation)
+			p.event(nil, corev1.EventTypeWarning, EventInfrastructureAbandoned, "Deleted without a destroy: %s names this object, so its infrastructure is left as it is and its state is removed", AbandonAnnotation)
+		}
 		p.dropFinalizer = true
 		return ctrl.Result{}, nil
 	case d.Op == "":
@@ -100,6 +113,46 @@ func (p *pass) followActiveJob(ctx context.Context) (res ctrl.Result, running bo
 	return ctrl.Result{}, false, nil
 }
 
+// reportPause writes the Paused condition, with an event when it changes.
+func (p *pass) reportPause(pause Pause) {
+	wasPaused := conditions.IsTrue(p.status().Conditions, conditions.Paused)
+	setPaused(p.status(), p.stamp(), pause)
+	switch {
+	case pause.Paused && !wasPaused:
+		p.event(nil, corev1.EventTypeNormal, EventPaused, "Paused: %s; Jobs are booked, none starts", pause.Why)
+	case !pause.Paused && wasPaused:
+		p.event(nil, corev1.EventTypeNormal, EventResumed, "Resumed")
+	}
+}
+
+// setBlockMove adds or removes clusterctl's block-move annotation on the object, in its own
+// write: it is set before a Job is created and removed once none runs, so `clusterctl move`
+// (which pauses first, then waits for the annotation to go) never moves an object mid-run.
+func (p *pass) setBlockMove(ctx context.Context, block bool) error {
+	_, has := p.obj.GetAnnotations()[BlockMoveAnnotation]
+	if has == block {
+		return nil
+	}
+	status := p.obj.WorkspaceStatus().DeepCopy()
+	patch := client.MergeFrom(p.obj.DeepCopyObject().(client.Object))
+	annotations := p.obj.GetAnnotations()
+	if block {
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[BlockMoveAnnotation] = "true"
+	} else {
+		delete(annotations, BlockMoveAnnotation)
+	}
+	p.obj.SetAnnotations(annotations)
+	if err := p.r.Client.Patch(ctx, p.obj, patch); err != nil {
+		return fmt.Errorf("writing the annotation %s: %w", BlockMoveAnnotation, err)
+	}
+	// The patch returns the stored status; the pass's own changes go in its status patch.
+	*p.obj.WorkspaceStatus() = *status
+	return nil
+}
+
 // actOnFacts reports what the facts say about the state, a requested restore, drift and the
 // inputs, and keeps the state safe: it marks an applied state, backs the state up and remembers
 // it for the next pass.
@@ -137,6 +190,9 @@ func (p *pass) actOnFacts(ctx context.Context, f Facts) error {
 		setRestoreProblem(status, p.stamp(), f.RestoreProblem)
 	}
 	setDriftPending(status, p.stamp(), in)
+	if in.Deleting && p.r.Kind == jobs.KindCluster {
+		setDeletionBlocked(status, p.stamp(), f.Dependents)
+	}
 	if f.RenderErr != nil && !in.Deleting {
 		setInputsProblem(status, p.stamp(), f.RenderErr)
 	}

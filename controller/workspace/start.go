@@ -85,6 +85,9 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if d.Op == jobs.OpRestore {
 		params.Restore = &jobspec.Restore{Backup: d.Names.BackupName, Resources: d.RestoreResources}
 	}
+	if err := p.setBlockMove(ctx, true); err != nil {
+		return ctrl.Result{}, err
+	}
 	created, err := p.createJob(ctx, jobspec.Build(params), leaseReq)
 	if errors.Is(err, errJobNameTaken) {
 		return ctrl.Result{RequeueAfter: NameTakenRequeue}, nil

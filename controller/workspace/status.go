@@ -275,3 +275,22 @@ func setSource(s *infrav1.WorkspaceStatus, image, digest string) {
 		s.Source = &infrav1.SourceStatus{Image: image, Digest: digest}
 	}
 }
+
+// setPaused reports whether the object or its Cluster is paused.
+func setPaused(s *infrav1.WorkspaceStatus, at stamp, pause Pause) {
+	if pause.Paused {
+		at.set(&s.Conditions, conditions.Paused, metav1.ConditionTrue, conditions.ReasonPaused, pause.Why)
+		return
+	}
+	at.set(&s.Conditions, conditions.Paused, metav1.ConditionFalse, conditions.ReasonNotPaused, "neither the object nor its Cluster is paused")
+}
+
+// setDeletionBlocked reports whether a deleted cluster waits for its machines and pools;
+// dependents describes them, "" for none.
+func setDeletionBlocked(s *infrav1.WorkspaceStatus, at stamp, dependents string) {
+	if dependents != "" {
+		at.set(&s.Conditions, conditions.DeletionBlocked, metav1.ConditionTrue, conditions.ReasonDependentsExist, "waiting for "+dependents+" to be deleted first")
+		return
+	}
+	at.set(&s.Conditions, conditions.DeletionBlocked, metav1.ConditionFalse, conditions.ReasonNotBlocked, "no machine or pool of this cluster remains")
+}

@@ -17,6 +17,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	runsv1alpha1 "github.com/captf/captf/apis/runs/v1alpha1"
 )
@@ -53,6 +55,7 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(infrav1.AddToScheme(s))
 	utilruntime.Must(runsv1alpha1.AddToScheme(s))
+	utilruntime.Must(clusterv1.AddToScheme(s))
 	return s
 }
 

@@ -72,9 +72,11 @@ type Why struct {
 	Name      string
 	// Paused is set when the controller starts nothing because the object is paused: it carries
 	// the cluster.x-k8s.io/paused annotation, or the Cluster API Cluster named by its
-	// cluster-name label has spec.paused (workspace.IsPaused reads both; a Cluster that cannot
-	// be read counts as not paused).
-	Paused bool
+	// cluster-name label has spec.paused (workspace.PauseOf reads both); PausedBy says which.
+	Paused   bool
+	PausedBy string
+	// Dependents describes the machines and pools a deleted cluster waits for.
+	Dependents string
 	// StateSuffix names the state Secret and its lock Lease.
 	StateSuffix string
 	// RenderErr is why the inputs could not be rendered.
@@ -103,8 +105,15 @@ func Explain(ctx context.Context, c client.Client, r *workspace.Reconciler, ns, 
 	}
 	in := facts.Input
 	suffix := jobs.StateSecretSuffix(ns, r.Kind, name)
-	paused := workspace.IsPaused(ctx, c, obj)
-	return &Why{Kind: r.Kind, Namespace: ns, Name: name, Paused: paused, StateSuffix: suffix, RenderErr: facts.RenderErr, Input: in, Decision: decide.Decide(in)}, nil
+	pause, err := workspace.PauseOf(ctx, c, obj)
+	if apierrors.IsForbidden(err) {
+		// Reading the Cluster is optional here: without the right, the pause is not shown.
+		pause, err = workspace.Pause{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Why{Kind: r.Kind, Namespace: ns, Name: name, Paused: pause.Paused, PausedBy: pause.Why, Dependents: facts.Dependents, StateSuffix: suffix, RenderErr: facts.RenderErr, Input: in, Decision: decide.Decide(in)}, nil
 }
 
 // reasons explains the decision's reasons in words.
@@ -127,6 +136,8 @@ var reasons = map[string]string{
 	decide.RestoreRequested:       "a state restore is requested (captf.io/restore-state)",
 	decide.PlanAwaitingApproval:   "the plan waits for a person's approval (kubectl captf approve)",
 	decide.DestructivePlanBlocked: "the last apply of these inputs stopped before a destructive plan; approve it (kubectl captf approve) or change the inputs",
+	decide.Abandoned:              "the object is being deleted and captf.io/abandon-infrastructure names its UID: no destroy runs, the finalizer is dropped and the infrastructure is left as it is",
+	decide.WaitingForDependents:   "the cluster is being deleted and its machines and pools are deleted first",
 }
 
 // Print writes the explanation.
@@ -135,7 +146,7 @@ func (w *Why) Print(out io.Writer) error {
 	in, d := w.Input, w.Decision
 	fmt.Fprintf(&b, "%s %s/%s\n", w.Kind, w.Namespace, w.Name)
 	if w.Paused {
-		fmt.Fprintf(&b, "Paused:   the object carries %s, so the controller starts nothing; once it is removed:\n", workspace.PausedAnnotation)
+		fmt.Fprintf(&b, "Paused:   %s, so the controller starts nothing; once the pause ends:\n", w.PausedBy)
 	}
 	reason, held := strings.CutSuffix(d.Reason, decide.BackoffSuffix)
 	switch {
@@ -151,6 +162,9 @@ func (w *Why) Print(out io.Writer) error {
 	if text, ok := reasons[reason]; ok {
 		fmt.Fprintf(&b, "Why:      %s\n", text)
 	}
+	if w.Dependents != "" {
+		fmt.Fprintf(&b, "Waits for: %s\n", w.Dependents)
+	}
 	if d.Backoff != nil {
 		fmt.Fprintf(&b, "Backoff:  %d counted failure(s), delay %s, retry %s (%s)\n", d.Backoff.Failures, d.Backoff.Delay,
 			Until(d.Backoff.RetryAfter, in.Now), d.Backoff.RetryAfter.UTC().Format(time.RFC3339))
@@ -159,33 +173,41 @@ func (w *Why) Print(out io.Writer) error {
 	if d.Op == "" && d.RequeueAfter > 0 {
 		fmt.Fprintf(&b, "Next look: %s at the latest, or on any change\n", Until(in.Now.Add(d.RequeueAfter), in.Now))
 	}
-	fmt.Fprintf(&b, "Facts:\n")
-	fmt.Fprintf(&b, "  inputs hash:      %s\n", orNone(in.CurrentInputsHash))
+	w.writeFacts(&b)
+	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+// writeFacts writes the facts the decision was made from.
+func (w *Why) writeFacts(b *strings.Builder) {
+	in := w.Input
+	fmt.Fprintf(b, "Facts:\n")
+	fmt.Fprintf(b, "  inputs hash:      %s\n", orNone(in.CurrentInputsHash))
 	if w.RenderErr != nil {
-		fmt.Fprintf(&b, "  inputs error:     %v\n", w.RenderErr)
+		fmt.Fprintf(b, "  inputs error:     %v\n", w.RenderErr)
 	}
 	switch {
 	case in.StateErr != nil:
-		fmt.Fprintf(&b, "  state:            unreadable: %v\n", in.StateErr)
+		fmt.Fprintf(b, "  state:            unreadable: %v\n", in.StateErr)
 	case !in.State.Exists:
-		fmt.Fprintf(&b, "  state:            none\n")
+		fmt.Fprintf(b, "  state:            none\n")
 	default:
-		fmt.Fprintf(&b, "  state:            serial %d, %d resource(s), applied inputs %s\n", in.State.Serial, in.State.Resources, orNone(in.State.InputsHash))
+		fmt.Fprintf(b, "  state:            serial %d, %d resource(s), applied inputs %s\n", in.State.Serial, in.State.Resources, orNone(in.State.InputsHash))
 	}
-	fmt.Fprintf(&b, "  state Secret:     %s (lock Lease %s)\n", state.SecretName(w.StateSuffix), state.LockLeaseName(w.StateSuffix))
-	fmt.Fprintf(&b, "  retained jobs:    %d\n", len(in.Jobs))
+	fmt.Fprintf(b, "  state Secret:     %s (lock Lease %s)\n", state.SecretName(w.StateSuffix), state.LockLeaseName(w.StateSuffix))
+	fmt.Fprintf(b, "  retained jobs:    %d\n", len(in.Jobs))
 	if in.Manual {
 		plan := None
 		if in.Plan != nil {
 			plan = fmt.Sprintf("%s (inputs %s)", in.Plan.PlanHash, in.Plan.InputsHash)
 		}
-		fmt.Fprintf(&b, "  apply policy:     Manual; current plan %s; approved %s\n", plan, orNone(in.ApprovedPlan))
+		fmt.Fprintf(b, "  apply policy:     Manual; current plan %s; approved %s\n", plan, orNone(in.ApprovedPlan))
 	}
 	if in.InterruptedApply != "" {
-		fmt.Fprintf(&b, "  interrupted:      apply Job %s disappeared while it ran\n", in.InterruptedApply)
+		fmt.Fprintf(b, "  interrupted:      apply Job %s disappeared while it ran\n", in.InterruptedApply)
 	}
 	if !in.Mutable {
-		fmt.Fprintf(&b, "  mutable:          no (a provisioned machine's inputs are not applied again)\n")
+		fmt.Fprintf(b, "  mutable:          no (a provisioned machine's inputs are not applied again)\n")
 	}
 	var windows []string
 	for _, op := range jobs.Ops() {
@@ -198,8 +220,6 @@ func (w *Why) Print(out io.Writer) error {
 		}
 	}
 	if len(windows) > 0 {
-		fmt.Fprintf(&b, "  backoff windows:  %s\n", strings.Join(windows, "; "))
+		fmt.Fprintf(b, "  backoff windows:  %s\n", strings.Join(windows, "; "))
 	}
-	_, err := io.WriteString(out, b.String())
-	return err
 }

@@ -1,0 +1,189 @@
+package workspace_test
+
+import (
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/conditions"
+	"github.com/captf/captf/controller/workspace"
+	"github.com/captf/captf/jobs"
+)
+
+func wantCond(t *testing.T, obj infrav1.Workspace, conditionType string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	c := conditions.Get(obj.WorkspaceStatus().Conditions, conditionType)
+	if c == nil || c.Status != status || c.Reason != reason {
+		t.Fatalf("%s = %+v, want %s/%s", conditionType, c, status, reason)
+	}
+}
+
+// unannotate removes an annotation from obj.
+func (h *harness) unannotate(obj client.Object, key string) {
+	h.t.Helper()
+	h.get(obj)
+	a := obj.GetAnnotations()
+	delete(a, key)
+	obj.SetAnnotations(a)
+	if err := h.c.Update(h.ctx, obj); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func TestPauseIsReportedAndEndsWithAResume(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	paused := "true"
+	tc := h.cluster("web", func(c *infrav1.TerraformCluster) {
+		c.Annotations = map[string]string{workspace.PausedAnnotation: paused}
+	})
+	h.settle(tc)
+	h.get(tc)
+	wantCond(t, tc, conditions.Paused, metav1.ConditionTrue, conditions.ReasonPaused)
+	if n := len(h.jobs(jobs.KindCluster, "web")); n != 0 {
+		t.Fatalf("%d Jobs on a paused object", n)
+	}
+	if ev := h.events(); countPrefix(ev, "Normal Paused") != 1 {
+		t.Fatalf("events = %v", ev)
+	}
+
+	h.unannotate(tc, workspace.PausedAnnotation)
+	h.settle(tc)
+	h.get(tc)
+	wantCond(t, tc, conditions.Paused, metav1.ConditionFalse, conditions.ReasonNotPaused)
+	if ev := h.events(); countPrefix(ev, "Normal Resumed") != 1 {
+		t.Fatalf("events = %v", ev)
+	}
+	if n := len(h.jobs(jobs.KindCluster, "web")); n != 1 {
+		t.Fatalf("%d Jobs after the pause ended, want the first apply", n)
+	}
+}
+
+func TestBlockMoveIsSetWhileAJobMayRun(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web")
+	h.settle(tc)
+	h.get(tc)
+	if tc.Annotations[workspace.BlockMoveAnnotation] != "true" {
+		t.Fatalf("a Job runs and the object has annotations %v", tc.Annotations)
+	}
+	h.writeState(jobs.KindCluster, "web", 1)
+	h.finish(h.runningJob(jobs.KindCluster, "web"), jobs.OutcomeSucceeded, nil)
+	h.settle(tc)
+	h.get(tc)
+	if _, ok := tc.Annotations[workspace.BlockMoveAnnotation]; ok {
+		t.Fatalf("no Job runs and the object still blocks a move: %v", tc.Annotations)
+	}
+}
+
+func TestAPausedObjectLetsAMoveGoOnceItsJobEnded(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web")
+	h.settle(tc)
+	job := h.runningJob(jobs.KindCluster, "web")
+	paused := "true"
+	h.annotate(tc, workspace.PausedAnnotation, paused) // clusterctl move pauses first
+	h.settle(tc)
+	h.get(tc)
+	if tc.Annotations[workspace.BlockMoveAnnotation] != "true" {
+		t.Fatal("the move was let go while a Job runs")
+	}
+	h.writeState(jobs.KindCluster, "web", 1)
+	h.finish(job, jobs.OutcomeSucceeded, nil)
+	h.settle(tc)
+	h.get(tc)
+	if _, ok := tc.Annotations[workspace.BlockMoveAnnotation]; ok {
+		t.Fatal("a paused object without a running Job still blocks the move")
+	}
+}
+
+func TestAbandonedInfrastructureIsLetGoWithoutADestroy(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web")
+	h.settle(tc)
+	h.writeState(jobs.KindCluster, "web", 1)
+	h.finish(h.runningJob(jobs.KindCluster, "web"), jobs.OutcomeSucceeded, nil)
+	h.settle(tc)
+
+	other := "not-the-uid"
+	h.annotate(tc, workspace.AbandonAnnotation, other)
+	if err := h.c.Delete(h.ctx, tc); err != nil {
+		t.Fatal(err)
+	}
+	h.settle(tc)
+	if job := h.runningJob(jobs.KindCluster, "web"); jobs.OpOf(&job) != jobs.OpDestroy {
+		t.Fatalf("an annotation naming another UID is ignored: op %s, want destroy", jobs.OpOf(&job))
+	}
+
+	h2 := newHarness(t, jobs.KindCluster)
+	tc2 := h2.cluster("web")
+	h2.settle(tc2)
+	h2.writeState(jobs.KindCluster, "web", 1)
+	h2.finish(h2.runningJob(jobs.KindCluster, "web"), jobs.OutcomeSucceeded, nil)
+	h2.settle(tc2)
+	h2.get(tc2)
+	uid := string(tc2.UID)
+	h2.annotate(tc2, workspace.AbandonAnnotation, uid)
+	if err := h2.c.Delete(h2.ctx, tc2); err != nil {
+		t.Fatal(err)
+	}
+	h2.events()
+	h2.settle(tc2)
+	if err := h2.c.Get(h2.ctx, client.ObjectKeyFromObject(tc2), tc2); !apierrors.IsNotFound(err) {
+		t.Fatalf("the abandoned object is still there (%v): finalizers %v", err, tc2.Finalizers)
+	}
+	for _, j := range h2.jobs(jobs.KindCluster, "web") {
+		if jobs.OpOf(&j) == jobs.OpDestroy {
+			t.Fatalf("a destroy ran for abandoned infrastructure: %s", j.Name)
+		}
+	}
+	if ev := h2.events(); countPrefix(ev, "Warning InfrastructureAbandoned") != 1 {
+		t.Fatalf("events = %v", ev)
+	}
+}
+
+func TestClusterDeletionWaitsForItsMachinesAndPools(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web")
+	h.settle(tc)
+	h.writeState(jobs.KindCluster, "web", 1)
+	h.finish(h.runningJob(jobs.KindCluster, "web"), jobs.OutcomeSucceeded, nil)
+	h.settle(tc)
+
+	spec := infrav1.WorkspaceSpec{Source: infrav1.SourceSpec{Image: image}, Variables: &apiextensionsv1.JSON{Raw: []byte(`{}`)}}
+	labels := map[string]string{jobs.LabelClusterName: "web"}
+	machine := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Name: "web-m1", Namespace: h.ns, Labels: labels}, Spec: infrav1.TerraformMachineSpec{WorkspaceSpec: spec}}
+	pool := &infrav1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "web-p1", Namespace: h.ns, Labels: labels}, Spec: infrav1.TerraformMachinePoolSpec{WorkspaceSpec: spec}}
+	for _, obj := range []client.Object{machine, pool} {
+		if err := h.c.Create(h.ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.c.Delete(h.ctx, tc); err != nil {
+		t.Fatal(err)
+	}
+	h.settle(tc)
+	h.get(tc)
+	wantCond(t, tc, conditions.DeletionBlocked, metav1.ConditionTrue, conditions.ReasonDependentsExist)
+	if msg := conditions.Get(tc.Status.Conditions, conditions.DeletionBlocked).Message; msg != "waiting for 1 TerraformMachine(s) (web-m1) and 1 TerraformMachinePool(s) (web-p1) to be deleted first" {
+		t.Fatalf("message %q", msg)
+	}
+	if n := len(h.jobs(jobs.KindCluster, "web")); n != 1 {
+		t.Fatalf("%d Jobs: a destroy started while machines remain", n)
+	}
+
+	for _, obj := range []client.Object{machine, pool} {
+		if err := h.c.Delete(h.ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.settle(tc)
+	h.get(tc)
+	wantCond(t, tc, conditions.DeletionBlocked, metav1.ConditionFalse, conditions.ReasonNotBlocked)
+	if job := h.runningJob(jobs.KindCluster, "web"); jobs.OpOf(&job) != jobs.OpDestroy {
+		t.Fatalf("op %s once the dependents are gone, want destroy", jobs.OpOf(&job))
+	}
+}
