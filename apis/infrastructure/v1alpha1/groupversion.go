@@ -21,6 +21,9 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&TerraformCluster{}, &TerraformClusterList{},
 		&TerraformMachine{}, &TerraformMachineList{},
 		&TerraformMachinePool{}, &TerraformMachinePoolList{},
+		&TerraformClusterTemplate{}, &TerraformClusterTemplateList{},
+		&TerraformMachineTemplate{}, &TerraformMachineTemplateList{},
+		&TerraformMachinePoolTemplate{}, &TerraformMachinePoolTemplateList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

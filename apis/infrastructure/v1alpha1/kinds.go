@@ -27,6 +27,19 @@ type KindInfo struct {
 	// DriftRemediable is set when the kind's drift may be remediated (spec.drift.action
 	// Remediate); otherwise drift is only reported.
 	DriftRemediable bool
+	// Template is the kind's Template kind, from which Cluster API makes objects of the kind.
+	Template TemplateInfo
+}
+
+// TemplateInfo describes a Template kind.
+// +kubebuilder:object:generate=false
+type TemplateInfo struct {
+	// Kind is the API kind, e.g. TerraformClusterTemplate.
+	Kind string
+	// Resource is the plural resource name, e.g. terraformclustertemplates.
+	Resource string
+	// New returns an empty object of the kind.
+	New func() client.Object
 }
 
 // Finalizer is the kind's finalizer, e.g. terraformcluster.infrastructure.cluster.x-k8s.io.
@@ -52,6 +65,8 @@ var (
 		NewList:         func() client.ObjectList { return &TerraformClusterList{} },
 		InputsMutable:   func(Workspace) bool { return true },
 		DriftRemediable: true,
+		Template: TemplateInfo{Kind: "TerraformClusterTemplate", Resource: "terraformclustertemplates",
+			New: func() client.Object { return &TerraformClusterTemplate{} }},
 	}
 	MachineKind = KindInfo{
 		Kind: "TerraformMachine", Short: "m", Resource: "terraformmachines", Name: "machine",
@@ -61,6 +76,8 @@ var (
 			init := obj.WorkspaceStatus().Initialization
 			return init == nil || !ptr.Deref(init.Provisioned, false)
 		},
+		Template: TemplateInfo{Kind: "TerraformMachineTemplate", Resource: "terraformmachinetemplates",
+			New: func() client.Object { return &TerraformMachineTemplate{} }},
 	}
 	MachinePoolKind = KindInfo{
 		Kind: "TerraformMachinePool", Short: "mp", Resource: "terraformmachinepools", Name: "machinepool",
@@ -68,6 +85,8 @@ var (
 		NewList:         func() client.ObjectList { return &TerraformMachinePoolList{} },
 		InputsMutable:   func(Workspace) bool { return true },
 		DriftRemediable: true,
+		Template: TemplateInfo{Kind: "TerraformMachinePoolTemplate", Resource: "terraformmachinepooltemplates",
+			New: func() client.Object { return &TerraformMachinePoolTemplate{} }},
 	}
 
 	// Kinds are every kind that runs Jobs.

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -68,5 +69,21 @@ func TestKindRules(t *testing.T) {
 				t.Errorf("DriftPolicy = %+v, want action %s and the spec's interval", policy, tc.driftAction)
 			}
 		})
+	}
+}
+
+func TestEveryKindHasATemplateKind(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range Kinds {
+		tmpl := k.Template
+		if tmpl.Kind != k.Kind+"Template" || tmpl.Resource != strings.ToLower(tmpl.Kind)+"s" || tmpl.New == nil {
+			t.Fatalf("%s: template row %+v", k.Kind, tmpl)
+		}
+		if gvks, _, err := scheme.ObjectKinds(tmpl.New()); err != nil || gvks[0].Kind != tmpl.Kind {
+			t.Fatalf("%s: New returns %v (%v)", tmpl.Kind, gvks, err)
+		}
 	}
 }

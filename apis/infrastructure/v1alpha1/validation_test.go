@@ -134,3 +134,39 @@ func TestMachineSourceAndVariablesAreImmutable(t *testing.T) {
 		}
 	})
 }
+
+func TestTemplatesAreServedAndKeepProviderIDsToTheModule(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	spec := infrav1.WorkspaceSpec{Source: infrav1.SourceSpec{Image: "modules/net:v1"}}
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: "default"} }
+	tmplMeta := infrav1.TemplateObjectMeta{Labels: map[string]string{"tier": "a"}}
+	for _, tc := range []struct {
+		rule      string
+		obj       client.Object
+		wantField string // "" when the template is accepted
+	}{
+		{"a cluster template is served", &infrav1.TerraformClusterTemplate{ObjectMeta: meta("ct"),
+			Spec: infrav1.TerraformClusterTemplateSpec{Template: infrav1.TerraformClusterTemplateResource{ObjectMeta: tmplMeta, Spec: infrav1.TerraformClusterSpec{WorkspaceSpec: spec}}}}, ""},
+		{"a machine template is served", &infrav1.TerraformMachineTemplate{ObjectMeta: meta("mt"),
+			Spec: infrav1.TerraformMachineTemplateSpec{Template: infrav1.TerraformMachineTemplateResource{ObjectMeta: tmplMeta, Spec: infrav1.TerraformMachineSpec{WorkspaceSpec: spec}}}}, ""},
+		{"a pool template is served", &infrav1.TerraformMachinePoolTemplate{ObjectMeta: meta("pt"),
+			Spec: infrav1.TerraformMachinePoolTemplateSpec{Template: infrav1.TerraformMachinePoolTemplateResource{ObjectMeta: tmplMeta, Spec: infrav1.TerraformMachinePoolSpec{WorkspaceSpec: spec}}}}, ""},
+		{"a machine template does not set a provider ID", &infrav1.TerraformMachineTemplate{ObjectMeta: meta("mt-id"),
+			Spec: infrav1.TerraformMachineTemplateSpec{Template: infrav1.TerraformMachineTemplateResource{Spec: infrav1.TerraformMachineSpec{WorkspaceSpec: spec, ProviderID: "aws:///i-1"}}}},
+			"spec.template.spec.providerID"},
+		{"a pool template does not list provider IDs", &infrav1.TerraformMachinePoolTemplate{ObjectMeta: meta("pt-ids"),
+			Spec: infrav1.TerraformMachinePoolTemplateSpec{Template: infrav1.TerraformMachinePoolTemplateResource{Spec: infrav1.TerraformMachinePoolSpec{WorkspaceSpec: spec, ProviderIDList: []string{"p"}}}}},
+			"spec.template.spec"},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			err := c.Create(ctx, tc.obj)
+			switch {
+			case tc.wantField == "" && err != nil:
+				t.Fatalf("rejected: %v", err)
+			case tc.wantField != "" && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.wantField)):
+				t.Fatalf("err = %v, want Invalid at %s", err, tc.wantField)
+			}
+		})
+	}
+}
