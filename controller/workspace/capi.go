@@ -6,12 +6,20 @@ import (
 	"sort"
 	"strings"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/decide"
+	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
 )
 
@@ -113,4 +121,84 @@ func dependentsMessage(found map[string][]string) (string, int) {
 		parts = append(parts, fmt.Sprintf("%d %s(s) (%s)", len(names), kind, list))
 	}
 	return strings.Join(parts, " and "), total
+}
+
+// externallyManaged reports whether Cluster API's managed-by annotation hands the object to
+// someone else: captf then provisions nothing and writes nothing on it.
+func externallyManaged(obj client.Object) bool {
+	_, ok := obj.GetAnnotations()[clusterv1.ManagedByAnnotation]
+	return ok
+}
+
+// releaseExternallyManaged lets a deleted, externally managed object go: once none of its Jobs
+// runs, its state, backups and durable inputs lose their owner reference to it (so the garbage
+// collector keeps them for whoever manages the infrastructure), its state lock and run Lease go,
+// and the finalizer is dropped, with no destroy.
+func (r *Reconciler) releaseExternallyManaged(ctx context.Context, obj infrav1.Workspace) (ctrl.Result, error) {
+	finalizer := r.KindInfo.Finalizer()
+	if obj.GetDeletionTimestamp().IsZero() || !controllerutil.ContainsFinalizer(obj, finalizer) {
+		return ctrl.Result{}, nil
+	}
+	own, err := r.OwnJobs(ctx, r.Client, obj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if jobs.ActiveJob(own) != nil {
+		return ctrl.Result{RequeueAfter: decide.JobActiveRequeue}, nil
+	}
+	ns := obj.GetNamespace()
+	suffix := jobs.StateSecretSuffix(ns, r.Kind, obj.GetName())
+	keep := []client.ObjectKey{
+		{Namespace: ns, Name: state.SecretName(suffix)},
+		{Namespace: ns, Name: jobs.InputsSecretName(r.Kind, obj.GetName())},
+	}
+	var backups corev1.SecretList
+	if err := r.APIReader.List(ctx, &backups, client.InNamespace(ns), client.MatchingLabels{LabelStateBackup: "true", LabelStateBackupSuffix: suffix}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing state backups: %w", err)
+	}
+	for _, b := range backups.Items {
+		keep = append(keep, client.ObjectKeyFromObject(&b))
+	}
+	for _, key := range keep {
+		if err := r.disown(ctx, key, obj); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	for _, lease := range []string{state.LockLeaseName(suffix), jobs.RunLeaseName(suffix)} {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lease}}
+		if err := r.Client.Delete(ctx, l); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("deleting Lease %s: %w", lease, err)
+		}
+	}
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	controllerutil.RemoveFinalizer(obj, finalizer)
+	if err := r.Client.Patch(ctx, obj, patch); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	logf.FromContext(ctx).Info("released an externally managed object without a destroy; its state and inputs are kept")
+	r.newPass(obj).event(nil, corev1.EventTypeNormal, EventExternallyManagedReleased, "Released without a destroy: %s hands the object to another manager; its state, backups and inputs are kept", clusterv1.ManagedByAnnotation)
+	return ctrl.Result{}, nil
+}
+
+// disown removes obj's owner references from the Secret key names, if it exists.
+func (r *Reconciler) disown(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	var s corev1.Secret
+	if err := r.APIReader.Get(ctx, key, &s); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	refs := s.OwnerReferences[:0:0]
+	for _, ref := range s.OwnerReferences {
+		if ref.UID != obj.GetUID() {
+			refs = append(refs, ref)
+		}
+	}
+	if len(refs) == len(s.OwnerReferences) {
+		return nil
+	}
+	patch := client.MergeFrom(s.DeepCopy())
+	s.OwnerReferences = refs
+	if err := r.Client.Patch(ctx, &s, patch); err != nil {
+		return fmt.Errorf("keeping Secret %s for its next manager: %w", key.Name, err)
+	}
+	return nil
 }

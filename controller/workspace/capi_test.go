@@ -6,6 +6,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
@@ -185,5 +186,57 @@ func TestClusterDeletionWaitsForItsMachinesAndPools(t *testing.T) {
 	wantCond(t, tc, conditions.DeletionBlocked, metav1.ConditionFalse, conditions.ReasonNotBlocked)
 	if job := h.runningJob(jobs.KindCluster, "web"); jobs.OpOf(&job) != jobs.OpDestroy {
 		t.Fatalf("op %s once the dependents are gone, want destroy", jobs.OpOf(&job))
+	}
+}
+
+func TestAnExternallyManagedObjectIsLeftAlone(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web", func(c *infrav1.TerraformCluster) {
+		c.Annotations = map[string]string{clusterv1.ManagedByAnnotation: "someone-else"}
+	})
+	h.settle(tc)
+	h.get(tc)
+	if len(tc.Finalizers) != 0 || len(tc.Status.Conditions) != 0 || len(h.jobs(jobs.KindCluster, "web")) != 0 {
+		t.Fatalf("captf wrote on an externally managed object: finalizers %v, conditions %v", tc.Finalizers, tc.Status.Conditions)
+	}
+}
+
+func TestADeletedExternallyManagedObjectIsReleasedWithoutADestroy(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web")
+	h.settle(tc)
+	h.writeState(jobs.KindCluster, "web", 1)
+	h.finish(h.runningJob(jobs.KindCluster, "web"), jobs.OutcomeSucceeded, nil)
+	h.settle(tc)
+	h.get(tc)
+	if st := h.stateSecret(jobs.KindCluster, "web"); len(st.OwnerReferences) == 0 || st.OwnerReferences[0].UID != tc.UID {
+		t.Fatalf("the state is not owned by the object before the release: %v", st.OwnerReferences)
+	}
+
+	h.annotate(tc, clusterv1.ManagedByAnnotation, "someone-else")
+	if err := h.c.Delete(h.ctx, tc); err != nil {
+		t.Fatal(err)
+	}
+	h.events()
+	h.settle(tc)
+	if err := h.c.Get(h.ctx, client.ObjectKeyFromObject(tc), tc); !apierrors.IsNotFound(err) {
+		t.Fatalf("the object is still there (%v): finalizers %v", err, tc.Finalizers)
+	}
+	for _, j := range h.jobs(jobs.KindCluster, "web") {
+		if jobs.OpOf(&j) == jobs.OpDestroy {
+			t.Fatalf("a destroy ran for an externally managed object: %s", j.Name)
+		}
+	}
+	st := h.stateSecret(jobs.KindCluster, "web")
+	if st == nil {
+		t.Fatal("the state was deleted")
+	}
+	for _, ref := range st.OwnerReferences {
+		if ref.UID == tc.UID {
+			t.Fatalf("the state still names the released object as its owner: %v", st.OwnerReferences)
+		}
+	}
+	if ev := h.events(); countPrefix(ev, "Normal ExternallyManagedReleased") != 1 {
+		t.Fatalf("events = %v", ev)
 	}
 }

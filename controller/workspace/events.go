@@ -35,6 +35,7 @@ const (
 	EventPaused                          = "Paused"
 	EventResumed                         = "Resumed"
 	EventInfrastructureAbandoned         = "InfrastructureAbandoned"
+	EventExternallyManagedReleased       = "ExternallyManagedReleased"
 )
 
 // EventDoc describes an event reason for the reference in docs/metrics-events.md.
@@ -79,5 +80,6 @@ var Events = []EventDoc{
 	{EventPaused, "Normal", "The object or its Cluster was paused: Jobs are booked and stuck ones deleted, none starts."},
 	{EventResumed, "Normal", "The pause ended."},
 	{EventInfrastructureAbandoned, "Warning", "A deleted object whose captf.io/abandon-infrastructure names its UID was let go without a destroy; its state is removed."},
+	{EventExternallyManagedReleased, "Normal", "A deleted object with cluster.x-k8s.io/managed-by was let go without a destroy; its state, backups and durable inputs are kept, unowned."},
 	{EventServiceAccountNotOptedIn, "Warning", "spec.jobs.serviceAccountName names a ServiceAccount that does not exist or lacks the label captf.io/runner=true; no Job starts."},
 }

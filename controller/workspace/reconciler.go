@@ -100,6 +100,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if externallyManaged(obj) {
+		// Someone else manages the infrastructure: nothing is provisioned or written.
+		return r.releaseExternallyManaged(ctx, obj)
+	}
 	finalizer := r.KindInfo.Finalizer()
 	if obj.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(obj, finalizer) {
 		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
