@@ -240,3 +240,26 @@ func TestADeletedExternallyManagedObjectIsReleasedWithoutADestroy(t *testing.T) 
 		t.Fatalf("events = %v", ev)
 	}
 }
+
+// A pass that writes a machine's outputs also starts its refresh, which writes the block-move
+// annotation: neither write of the object may lose the status fields the pass set before it.
+func TestAMachinesOutputsSurviveTheWritesOfTheSamePass(t *testing.T) {
+	h := newHarness(t, jobs.KindMachine)
+	tm := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: h.ns},
+		Spec: infrav1.TerraformMachineSpec{WorkspaceSpec: infrav1.WorkspaceSpec{Source: infrav1.SourceSpec{Image: image}, Variables: &apiextensionsv1.JSON{Raw: []byte(`{}`)}}}}
+	if err := h.c.Create(h.ctx, tm); err != nil {
+		t.Fatal(err)
+	}
+	h.settle(tm)
+	h.writeState(jobs.KindMachine, "m1", 1)
+	h.finish(h.runningJob(jobs.KindMachine, "m1"), jobs.OutcomeSucceeded, nil)
+	h.settle(tm)
+	h.get(tm)
+	if tm.Spec.ProviderID != "test:///m-1" || len(tm.Status.Addresses) != 1 || tm.Status.Addresses[0].Address != "10.0.0.1" {
+		t.Fatalf("provider ID %q, addresses %+v", tm.Spec.ProviderID, tm.Status.Addresses)
+	}
+	wantCond(t, tm, conditions.OutputsValid, metav1.ConditionTrue, conditions.ReasonOutputsValid)
+	if job := h.runningJob(jobs.KindMachine, "m1"); jobs.OpOf(&job) != jobs.OpRefresh || tm.Annotations[workspace.BlockMoveAnnotation] != "true" {
+		t.Fatalf("op %s, annotations %v: want the refresh after apply running behind block-move", jobs.OpOf(&job), tm.Annotations)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
@@ -106,13 +105,9 @@ func (p *pass) applyOutputs(ctx context.Context, st state.State) error {
 	}
 	before := p.obj.DeepCopyObject().(infrav1.Workspace)
 	if writeBackSpec(p.obj, d) {
-		// The status is kept aside: a patch of the object returns the stored status, and the
-		// pass's own status changes go in its status patch.
-		status := p.obj.WorkspaceStatus().DeepCopy()
-		if err := p.r.Client.Patch(ctx, p.obj, client.MergeFrom(before)); err != nil {
+		if err := p.patchObject(ctx, before); err != nil {
 			return fmt.Errorf("writing the module's outputs to the spec: %w", err)
 		}
-		*p.obj.WorkspaceStatus() = *status
 		for _, e := range specEvents(before, p.obj) {
 			logf.FromContext(ctx).Info("wrote a module output to the spec", "reason", e.reason)
 			p.event(nil, e.eventType, e.reason, "%s", e.note)

@@ -133,8 +133,7 @@ func (p *pass) setBlockMove(ctx context.Context, block bool) error {
 	if has == block {
 		return nil
 	}
-	status := p.obj.WorkspaceStatus().DeepCopy()
-	patch := client.MergeFrom(p.obj.DeepCopyObject().(client.Object))
+	before := p.obj.DeepCopyObject().(client.Object)
 	annotations := p.obj.GetAnnotations()
 	if block {
 		if annotations == nil {
@@ -145,11 +144,23 @@ func (p *pass) setBlockMove(ctx context.Context, block bool) error {
 		delete(annotations, BlockMoveAnnotation)
 	}
 	p.obj.SetAnnotations(annotations)
-	if err := p.r.Client.Patch(ctx, p.obj, patch); err != nil {
+	if err := p.patchObject(ctx, before); err != nil {
 		return fmt.Errorf("writing the annotation %s: %w", BlockMoveAnnotation, err)
 	}
-	// The patch returns the stored status; the pass's own changes go in its status patch.
-	*p.obj.WorkspaceStatus() = *status
+	return nil
+}
+
+// patchObject writes what changed on the object since before (metadata or spec, never status)
+// without losing the pass's status: the patch is sent from a copy, since the server's answer
+// carries the stored status, and only the new resourceVersion and generation come back. The
+// pass's own status changes go in its status patch.
+func (p *pass) patchObject(ctx context.Context, before client.Object) error {
+	sent := p.obj.DeepCopyObject().(client.Object)
+	if err := p.r.Client.Patch(ctx, sent, client.MergeFrom(before)); err != nil {
+		return err
+	}
+	p.obj.SetResourceVersion(sent.GetResourceVersion())
+	p.obj.SetGeneration(sent.GetGeneration())
 	return nil
 }
 
