@@ -23,6 +23,17 @@ func wantCond(t *testing.T, obj infrav1.Workspace, conditionType string, status 
 	}
 }
 
+// appliedCluster creates a cluster and lets its first apply succeed with a state of one resource.
+func (h *harness) appliedCluster(name string) *infrav1.TerraformCluster {
+	h.t.Helper()
+	tc := h.cluster(name)
+	h.settle(tc)
+	h.writeState(jobs.KindCluster, name, 1)
+	h.finish(h.runningJob(jobs.KindCluster, name), jobs.OutcomeSucceeded, nil)
+	h.settle(tc)
+	return tc
+}
+
 // unannotate removes an annotation from obj.
 func (h *harness) unannotate(obj client.Object, key string) {
 	h.t.Helper()
@@ -103,11 +114,7 @@ func TestAPausedObjectLetsAMoveGoOnceItsJobEnded(t *testing.T) {
 
 func TestAbandonedInfrastructureIsLetGoWithoutADestroy(t *testing.T) {
 	h := newHarness(t, jobs.KindCluster)
-	tc := h.cluster("web")
-	h.settle(tc)
-	h.writeState(jobs.KindCluster, "web", 1)
-	h.finish(h.runningJob(jobs.KindCluster, "web"), jobs.OutcomeSucceeded, nil)
-	h.settle(tc)
+	tc := h.appliedCluster("web")
 
 	other := "not-the-uid"
 	h.annotate(tc, workspace.AbandonAnnotation, other)
@@ -120,11 +127,7 @@ func TestAbandonedInfrastructureIsLetGoWithoutADestroy(t *testing.T) {
 	}
 
 	h2 := newHarness(t, jobs.KindCluster)
-	tc2 := h2.cluster("web")
-	h2.settle(tc2)
-	h2.writeState(jobs.KindCluster, "web", 1)
-	h2.finish(h2.runningJob(jobs.KindCluster, "web"), jobs.OutcomeSucceeded, nil)
-	h2.settle(tc2)
+	tc2 := h2.appliedCluster("web")
 	h2.get(tc2)
 	uid := string(tc2.UID)
 	h2.annotate(tc2, workspace.AbandonAnnotation, uid)
@@ -148,11 +151,7 @@ func TestAbandonedInfrastructureIsLetGoWithoutADestroy(t *testing.T) {
 
 func TestClusterDeletionWaitsForItsMachinesAndPools(t *testing.T) {
 	h := newHarness(t, jobs.KindCluster)
-	tc := h.cluster("web")
-	h.settle(tc)
-	h.writeState(jobs.KindCluster, "web", 1)
-	h.finish(h.runningJob(jobs.KindCluster, "web"), jobs.OutcomeSucceeded, nil)
-	h.settle(tc)
+	tc := h.appliedCluster("web")
 
 	spec := infrav1.WorkspaceSpec{Source: infrav1.SourceSpec{Image: image}, Variables: &apiextensionsv1.JSON{Raw: []byte(`{}`)}}
 	labels := map[string]string{jobs.LabelClusterName: "web"}
@@ -203,11 +202,7 @@ func TestAnExternallyManagedObjectIsLeftAlone(t *testing.T) {
 
 func TestADeletedExternallyManagedObjectIsReleasedWithoutADestroy(t *testing.T) {
 	h := newHarness(t, jobs.KindCluster)
-	tc := h.cluster("web")
-	h.settle(tc)
-	h.writeState(jobs.KindCluster, "web", 1)
-	h.finish(h.runningJob(jobs.KindCluster, "web"), jobs.OutcomeSucceeded, nil)
-	h.settle(tc)
+	tc := h.appliedCluster("web")
 	h.get(tc)
 	if st := h.stateSecret(jobs.KindCluster, "web"); len(st.OwnerReferences) == 0 || st.OwnerReferences[0].UID != tc.UID {
 		t.Fatalf("the state is not owned by the object before the release: %v", st.OwnerReferences)
