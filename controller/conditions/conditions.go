@@ -23,6 +23,8 @@ const (
 	RestoreJobSucceeded = "RestoreJobSucceeded"
 	// RunnerRBACReady reports whether the Jobs' ServiceAccount may run them.
 	RunnerRBACReady = "RunnerRBACReady"
+	// InfrastructureHealthy reports the module's health output.
+	InfrastructureHealthy = "InfrastructureHealthy"
 	// Paused is True while the object or its Cluster is paused: Jobs are booked, none starts.
 	Paused = "Paused"
 	// DeletionBlocked is True while a deleted cluster waits for its machines and pools
@@ -95,6 +97,15 @@ const (
 	ReasonOutputsPending        = "OutputsPending"
 	ReasonInstancesTruncated    = "InstancesTruncated"
 	ReasonOutputsValid          = "OutputsValid"
+
+	// InfrastructureHealthy, from the module's health output.
+	ReasonHealthy            = "Healthy"
+	ReasonInstancePending    = "InstancePending"
+	ReasonInstanceUnhealthy  = "InstanceUnhealthy"
+	ReasonInstanceDegraded   = "InstanceDegraded"
+	ReasonInstanceStopped    = "InstanceStopped"
+	ReasonInstanceTerminated = "InstanceTerminated"
+	ReasonHealthUnknown      = "HealthUnknown"
 
 	// Paused.
 	ReasonPaused    = "Paused"

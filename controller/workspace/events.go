@@ -36,6 +36,7 @@ const (
 	EventResumed                         = "Resumed"
 	EventInfrastructureAbandoned         = "InfrastructureAbandoned"
 	EventExternallyManagedReleased       = "ExternallyManagedReleased"
+	EventExportsNotPublished             = "ExportsNotPublished"
 )
 
 // EventDoc describes an event reason for the reference in docs/metrics-events.md.
@@ -81,5 +82,6 @@ var Events = []EventDoc{
 	{EventResumed, "Normal", "The pause ended."},
 	{EventInfrastructureAbandoned, "Warning", "A deleted object whose captf.io/abandon-infrastructure names its UID was let go without a destroy; its state is removed."},
 	{EventExternallyManagedReleased, "Normal", "A deleted object with cluster.x-k8s.io/managed-by was let go without a destroy; its state, backups and durable inputs are kept, unowned."},
+	{EventExportsNotPublished, "Warning", "A cluster's exports output is too large for status.exports (65536 bytes of JSON); machines and pools read it from the state all the same."},
 	{EventServiceAccountNotOptedIn, "Warning", "spec.jobs.serviceAccountName names a ServiceAccount that does not exist or lacks the label captf.io/runner=true; no Job starts."},
 }

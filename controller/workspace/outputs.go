@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -44,10 +46,17 @@ func setOutputs(obj infrav1.Workspace, at stamp, d contract.Decoded) {
 	if status == metav1.ConditionTrue && d.Outputs.Health != nil && d.Outputs.Health.State != contract.HealthPending {
 		s.Initialization = &infrav1.Initialization{Provisioned: ptr.To(true)}
 	}
+	setHealth(s, at, d)
 	switch o := obj.(type) {
 	case *infrav1.TerraformCluster:
 		if d.Valid[contract.OutputFailureDomains] {
 			o.Status.FailureDomains = failureDomains(d.Outputs.FailureDomains)
+		}
+		if d.Valid[contract.OutputExports] {
+			o.Status.Exports = nil
+			if len(d.Outputs.Exports) <= contract.MaxExportsStatusBytes {
+				o.Status.Exports = &apiextensionsv1.JSON{Raw: d.Outputs.Exports}
+			}
 		}
 	case *infrav1.TerraformMachine:
 		if d.Valid[contract.OutputAddresses] {
@@ -62,6 +71,9 @@ func setOutputs(obj infrav1.Workspace, at stamp, d contract.Decoded) {
 	case *infrav1.TerraformMachinePool:
 		if d.Valid[contract.OutputReplicas] {
 			o.Status.Replicas = d.Outputs.Replicas
+		}
+		if d.Valid[contract.OutputInstances] {
+			o.Status.Instances = poolInstances(d.Outputs.Instances)
 		}
 	}
 }
@@ -123,6 +135,9 @@ func (p *pass) applyOutputs(ctx context.Context, st state.State) error {
 	if now := conditions.Get(p.status().Conditions, conditions.OutputsValid); now.Status == metav1.ConditionFalse && wasReason != now.Reason {
 		p.event(nil, corev1.EventTypeWarning, EventOutputsInvalid, "%s: %s", now.Reason, now.Message)
 	}
+	if d.Valid[contract.OutputExports] && len(d.Outputs.Exports) > contract.MaxExportsStatusBytes {
+		p.event(nil, corev1.EventTypeWarning, EventExportsNotPublished, "The exports output takes %d bytes of JSON, more than the %d status.exports shows; machines and pools still read it from the state", len(d.Outputs.Exports), contract.MaxExportsStatusBytes)
+	}
 	if !wasProvisioned && isProvisioned(p.status()) {
 		logf.FromContext(ctx).Info("provisioned: the module's outputs meet the contract")
 		p.event(nil, corev1.EventTypeNormal, EventProvisioned, "The applied state's outputs meet the contract: provisioned")
@@ -148,6 +163,57 @@ func specEvents(before, after infrav1.Workspace) []event {
 		}
 	}
 	return nil
+}
+
+// healthReasons maps a health state that is not running to its InfrastructureHealthy reason.
+var healthReasons = map[string]string{
+	contract.HealthPending:    conditions.ReasonInstancePending,
+	contract.HealthDegraded:   conditions.ReasonInstanceDegraded,
+	contract.HealthStopped:    conditions.ReasonInstanceStopped,
+	contract.HealthTerminated: conditions.ReasonInstanceTerminated,
+}
+
+// setHealth writes InfrastructureHealthy from the health output: True only when the
+// infrastructure is running and healthy, False for a known bad or pending state, Unknown when
+// the module cannot tell. A health output that is invalid leaves the condition as it was.
+func setHealth(s *infrav1.WorkspaceStatus, at stamp, d contract.Decoded) {
+	h := d.Outputs.Health
+	switch {
+	case d.Valid[contract.OutputHealth] && h.State == contract.HealthRunning && h.Healthy:
+		at.set(&s.Conditions, conditions.InfrastructureHealthy, metav1.ConditionTrue, conditions.ReasonHealthy, healthMessage(h, "running and healthy"))
+	case d.Valid[contract.OutputHealth] && h.State == contract.HealthRunning:
+		at.set(&s.Conditions, conditions.InfrastructureHealthy, metav1.ConditionFalse, conditions.ReasonInstanceUnhealthy, healthMessage(h, "running but not healthy"))
+	case d.Valid[contract.OutputHealth] && healthReasons[h.State] != "":
+		at.set(&s.Conditions, conditions.InfrastructureHealthy, metav1.ConditionFalse, healthReasons[h.State], healthMessage(h, h.State))
+	case d.Valid[contract.OutputHealth], h == nil && slices.ContainsFunc(d.Problems, func(p contract.Problem) bool {
+		return p.Output == contract.OutputHealth && p.Reason == conditions.ReasonOutputsPending
+	}):
+		at.set(&s.Conditions, conditions.InfrastructureHealthy, metav1.ConditionUnknown, conditions.ReasonHealthUnknown, "the module cannot tell the infrastructure's health")
+	}
+}
+
+// healthMessage is "<message>; reasons: a, b" from the health output, or fallback without one.
+func healthMessage(h *contract.Health, fallback string) string {
+	msg := h.Message
+	if msg == "" {
+		msg = fallback
+	}
+	if len(h.Reasons) > 0 {
+		msg += "; reasons: " + strings.Join(h.Reasons, ", ")
+	}
+	return msg
+}
+
+func poolInstances(in []contract.Instance) []infrav1.PoolInstance {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]infrav1.PoolInstance, len(in))
+	for i, inst := range in {
+		out[i] = infrav1.PoolInstance{ProviderID: inst.ProviderID, InstanceID: inst.InstanceID, Addresses: machineAddresses(inst.Addresses),
+			FailureDomain: inst.FailureDomain, State: inst.State}
+	}
+	return out
 }
 
 func failureDomains(in []contract.FailureDomain) []infrav1.FailureDomain {

@@ -181,3 +181,55 @@ func TestSetPausedAndDeletionBlocked(t *testing.T) {
 		t.Fatal("Ready was not summarised")
 	}
 }
+
+func TestHealthExportsAndInstancesReachTheStatus(t *testing.T) {
+	cluster := func(health, exports string) *infrav1.TerraformCluster {
+		c := &infrav1.TerraformCluster{}
+		d, _ := decodeOutputs(infrav1.ClusterKind, c, appliedState(`{"health":`+health+`,"control_plane_endpoint":null,"failure_domains":null,"exports":`+exports+`}`))
+		setOutputs(c, at, d)
+		return c
+	}
+	for _, tc := range []struct {
+		rule, health       string
+		status             metav1.ConditionStatus
+		reason, wantInText string
+	}{
+		{"running and healthy is Healthy", `{"state":"running","healthy":true,"message":null,"reasons":[]}`, metav1.ConditionTrue, conditions.ReasonHealthy, "running and healthy"},
+		{"running but not healthy is InstanceUnhealthy, with the module's message and reasons", `{"state":"running","healthy":false,"message":"disk full","reasons":["disk","io"]}`, metav1.ConditionFalse, conditions.ReasonInstanceUnhealthy, "disk full; reasons: disk, io"},
+		{"pending is InstancePending", `{"state":"pending","healthy":false}`, metav1.ConditionFalse, conditions.ReasonInstancePending, "pending"},
+		{"degraded is InstanceDegraded", `{"state":"degraded","healthy":false}`, metav1.ConditionFalse, conditions.ReasonInstanceDegraded, "degraded"},
+		{"stopped is InstanceStopped", `{"state":"stopped","healthy":false}`, metav1.ConditionFalse, conditions.ReasonInstanceStopped, "stopped"},
+		{"terminated is InstanceTerminated", `{"state":"terminated","healthy":false}`, metav1.ConditionFalse, conditions.ReasonInstanceTerminated, "terminated"},
+		{"unknown is HealthUnknown", `{"state":"unknown","healthy":false}`, metav1.ConditionUnknown, conditions.ReasonHealthUnknown, ""},
+		{"null is HealthUnknown", `null`, metav1.ConditionUnknown, conditions.ReasonHealthUnknown, ""},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			c := cluster(tc.health, "null")
+			wantCondition(t, &c.Status.WorkspaceStatus, conditions.InfrastructureHealthy, tc.status, tc.reason)
+			if msg := conditions.Get(c.Status.Conditions, conditions.InfrastructureHealthy).Message; !strings.Contains(msg, tc.wantInText) {
+				t.Fatalf("message %q, want %q in it", msg, tc.wantInText)
+			}
+		})
+	}
+	t.Run("exports are shown in status; null shows {}", func(t *testing.T) {
+		if c := cluster(`null`, `{"vpc": "v-1"}`); c.Status.Exports == nil || string(c.Status.Exports.Raw) != `{"vpc":"v-1"}` {
+			t.Fatalf("exports %v", c.Status.Exports)
+		}
+		if c := cluster(`null`, `null`); c.Status.Exports == nil || string(c.Status.Exports.Raw) != `{}` {
+			t.Fatalf("exports %v", c.Status.Exports)
+		}
+	})
+	t.Run("exports beyond 64 KiB are not shown", func(t *testing.T) {
+		if c := cluster(`null`, `{"big":"`+strings.Repeat("x", contract.MaxExportsStatusBytes)+`"}`); c.Status.Exports != nil {
+			t.Fatal("oversized exports were copied into status")
+		}
+	})
+	t.Run("a pool's instances are shown in status", func(t *testing.T) {
+		p := &infrav1.TerraformMachinePool{}
+		d, _ := decodeOutputs(infrav1.MachinePoolKind, p, appliedState(`{"health":null,"provider_id":null,"provider_id_list":["a"],"replicas":1,"instances":[{"provider_id":"a","instance_id":"i-1","state":"running","addresses":[{"type":"InternalIP","address":"10.0.0.2"}]}]}`))
+		setOutputs(p, at, d)
+		if len(p.Status.Instances) != 1 || p.Status.Instances[0].InstanceID != "i-1" || p.Status.Instances[0].State != "running" || len(p.Status.Instances[0].Addresses) != 1 {
+			t.Fatalf("instances %+v", p.Status.Instances)
+		}
+	})
+}

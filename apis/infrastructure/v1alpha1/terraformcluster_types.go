@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -61,6 +62,13 @@ type TerraformClusterStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=100
 	FailureDomains []FailureDomain `json:"failureDomains,omitempty"`
+
+	// exports is a copy of the module's exports output, shown when its compact JSON takes at
+	// most 65536 bytes. Machines and pools read the exports from the cluster's state, never
+	// from here.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Exports *apiextensionsv1.JSON `json:"exports,omitempty"`
 }
 
 // FailureDomain is one failure domain of a cluster, as Cluster API reads it.

@@ -32,6 +32,11 @@ type TerraformMachinePoolStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Replicas *int32 `json:"replicas,omitempty"`
+	// instances are the module's instances output, at most 1000.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	Instances []PoolInstance `json:"instances,omitempty"`
 }
 
 // TerraformMachinePool is the infrastructure of a Cluster API machine pool, provisioned by
@@ -61,4 +66,29 @@ type TerraformMachinePoolList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []TerraformMachinePool `json:"items"`
+}
+
+// PoolInstance is one member of a machine pool, as its module reports it.
+type PoolInstance struct {
+	// providerID of the instance.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	ProviderID string `json:"providerID"`
+	// instanceID is the instance's own ID.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	InstanceID string `json:"instanceID,omitempty"`
+	// addresses of the instance.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Addresses []MachineAddress `json:"addresses,omitempty"`
+	// failureDomain the instance runs in.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	FailureDomain string `json:"failureDomain,omitempty"`
+	// state of the instance: pending, running, degraded, stopped, terminated or unknown.
+	// +optional
+	// +kubebuilder:validation:Enum=pending;running;degraded;stopped;terminated;unknown
+	State string `json:"state,omitempty"`
 }
