@@ -14,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/jobs"
 )
@@ -28,18 +29,9 @@ const (
 	RoleMachinePool Role = "machinepool"
 )
 
-// RoleOf returns the role of a kind, "" for any other kind.
-func RoleOf(kind jobs.Kind) Role {
-	switch kind {
-	case jobs.KindCluster:
-		return RoleCluster
-	case jobs.KindMachine:
-		return RoleMachine
-	case jobs.KindMachinePool:
-		return RoleMachinePool
-	}
-	return ""
-}
+// RoleOf returns the role of a kind: the kind table's name for it (infrav1.Kinds), so the
+// kinds are listed in one place.
+func RoleOf(kind infrav1.KindInfo) Role { return Role(kind.Name) }
 
 // WorkspaceOutput is the one output of the rendered root: the module's outputs as an object.
 const WorkspaceOutput = "workspace"

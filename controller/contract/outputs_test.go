@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/conditions"
 )
 
@@ -32,6 +33,22 @@ func workspace(role Role, set map[string]string) json.RawMessage {
 		}
 	}
 	return json.RawMessage("{" + strings.Join(parts, ",") + "}")
+}
+
+func TestEveryKindHasARoleWithOutputs(t *testing.T) {
+	roles := map[Role]bool{}
+	for _, k := range infrav1.Kinds {
+		role := RoleOf(k)
+		if len(RequiredOutputs(role)) == 0 || roles[role] {
+			t.Fatalf("%s: role %q has no outputs or is another kind's", k.Kind, role)
+		}
+		roles[role] = true
+	}
+	for _, role := range []Role{RoleCluster, RoleMachine, RoleMachinePool} {
+		if !roles[role] {
+			t.Errorf("role %q is no kind's", role)
+		}
+	}
 }
 
 func TestDecodeCondition(t *testing.T) {

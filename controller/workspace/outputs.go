@@ -16,7 +16,6 @@ import (
 	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/contract"
 	"github.com/captf/captf/controller/state"
-	"github.com/captf/captf/jobs"
 )
 
 // The module's outputs reach the object here: decoded from the state the pass read, each output
@@ -33,7 +32,7 @@ func decodeOutputs(kind infrav1.KindInfo, obj infrav1.Workspace, st state.State)
 	if m, isMachine := obj.(*infrav1.TerraformMachine); isMachine {
 		expect.ProviderID = m.Spec.ProviderID
 	}
-	return contract.Decode(contract.RoleOf(jobs.Kind(kind.Kind)), st.Outputs[contract.WorkspaceOutput], expect), true
+	return contract.Decode(contract.RoleOf(kind), st.Outputs[contract.WorkspaceOutput], expect), true
 }
 
 // setOutputs writes OutputsValid, the status fields of the outputs that decoded cleanly, and
@@ -130,7 +129,7 @@ func (p *pass) applyOutputs(ctx context.Context, st state.State) error {
 	if c := conditions.Get(p.status().Conditions, conditions.OutputsValid); c != nil {
 		wasReason = c.Reason
 	}
-	wasProvisioned := isProvisioned(p.status())
+	wasProvisioned := p.status().IsProvisioned()
 	setOutputs(p.obj, p.stamp(), d)
 	if now := conditions.Get(p.status().Conditions, conditions.OutputsValid); now.Status == metav1.ConditionFalse && wasReason != now.Reason {
 		p.event(nil, corev1.EventTypeWarning, EventOutputsInvalid, "%s: %s", now.Reason, now.Message)
@@ -138,15 +137,11 @@ func (p *pass) applyOutputs(ctx context.Context, st state.State) error {
 	if d.Valid[contract.OutputExports] && len(d.Outputs.Exports) > contract.MaxExportsStatusBytes {
 		p.event(nil, corev1.EventTypeWarning, EventExportsNotPublished, "The exports output takes %d bytes of JSON, more than the %d status.exports shows; machines and pools still read it from the state", len(d.Outputs.Exports), contract.MaxExportsStatusBytes)
 	}
-	if !wasProvisioned && isProvisioned(p.status()) {
+	if !wasProvisioned && p.status().IsProvisioned() {
 		logf.FromContext(ctx).Info("provisioned: the module's outputs meet the contract")
 		p.event(nil, corev1.EventTypeNormal, EventProvisioned, "The applied state's outputs meet the contract: provisioned")
 	}
 	return nil
-}
-
-func isProvisioned(s *infrav1.WorkspaceStatus) bool {
-	return s.Initialization != nil && ptr.Deref(s.Initialization.Provisioned, false)
 }
 
 // specEvents are the events of spec fields writeBackSpec set once. They name the field, never

@@ -25,7 +25,7 @@ func appliedState(outputs string) state.State {
 }
 
 func TestOutputsReachTheObject(t *testing.T) {
-	provisioned := func(obj infrav1.Workspace) bool { return isProvisioned(obj.WorkspaceStatus()) }
+	provisioned := func(obj infrav1.Workspace) bool { return obj.WorkspaceStatus().IsProvisioned() }
 	for _, tc := range []struct {
 		rule  string
 		kind  infrav1.KindInfo

@@ -75,8 +75,7 @@ func run() error {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 				return false, client.IgnoreNotFound(err)
 			}
-			init := obj.WorkspaceStatus().Initialization
-			return init != nil && init.Provisioned != nil && *init.Provisioned, nil
+			return obj.WorkspaceStatus().IsProvisioned(), nil
 		}
 	}
 	for _, sample := range []struct {

@@ -3,7 +3,6 @@ package v1alpha1
 import (
 	"strings"
 
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -70,12 +69,9 @@ var (
 	}
 	MachineKind = KindInfo{
 		Kind: "TerraformMachine", Short: "m", Resource: "terraformmachines", Name: "machine",
-		New:     func() Workspace { return &TerraformMachine{} },
-		NewList: func() client.ObjectList { return &TerraformMachineList{} },
-		InputsMutable: func(obj Workspace) bool {
-			init := obj.WorkspaceStatus().Initialization
-			return init == nil || !ptr.Deref(init.Provisioned, false)
-		},
+		New:           func() Workspace { return &TerraformMachine{} },
+		NewList:       func() client.ObjectList { return &TerraformMachineList{} },
+		InputsMutable: func(obj Workspace) bool { return !obj.WorkspaceStatus().IsProvisioned() },
 		Template: TemplateInfo{Kind: "TerraformMachineTemplate", Resource: "terraformmachinetemplates",
 			New: func() client.Object { return &TerraformMachineTemplate{} }},
 	}

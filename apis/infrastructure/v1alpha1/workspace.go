@@ -59,3 +59,9 @@ func (c *TerraformCluster) ManualApply() bool { return c.Spec.ApplyPolicy == App
 
 // PlanPreview returns status.plan.
 func (c *TerraformCluster) PlanPreview() **PlanPreview { return &c.Status.Plan }
+
+// IsProvisioned reports status.initialization.provisioned: true once the object's outputs met
+// the contract, and for good.
+func (s *WorkspaceStatus) IsProvisioned() bool {
+	return s.Initialization != nil && s.Initialization.Provisioned != nil && *s.Initialization.Provisioned
+}
