@@ -105,7 +105,8 @@ type TerraformMachinePoolTemplateResource struct {
 	ObjectMeta TemplateObjectMeta `json:"metadata,omitempty"`
 	// spec of the TerraformMachinePool. providerIDList and providerID are set by the pool's
 	// module, not by a template.
-	// +kubebuilder:validation:XValidation:rule="!has(self.providerIDList) && (!has(self.providerID) || self.providerID == '')",message="provider IDs are set by the pool's module, not by a template"
+	// +kubebuilder:validation:XValidation:rule="!has(self.providerIDList)",message="providerIDList is set by the pool's module, not by a template",fieldPath=".providerIDList"
+	// +kubebuilder:validation:XValidation:rule="!has(self.providerID) || self.providerID == ''",message="providerID is set by the pool's module, not by a template",fieldPath=".providerID"
 	Spec TerraformMachinePoolSpec `json:"spec"`
 }
 

@@ -157,7 +157,10 @@ func TestTemplatesAreServedAndKeepProviderIDsToTheModule(t *testing.T) {
 			"spec.template.spec.providerID"},
 		{"a pool template does not list provider IDs", &infrav1.TerraformMachinePoolTemplate{ObjectMeta: meta("pt-ids"),
 			Spec: infrav1.TerraformMachinePoolTemplateSpec{Template: infrav1.TerraformMachinePoolTemplateResource{Spec: infrav1.TerraformMachinePoolSpec{WorkspaceSpec: spec, ProviderIDList: []string{"p"}}}}},
-			"spec.template.spec"},
+			"spec.template.spec.providerIDList"},
+		{"a pool template does not set a group provider ID", &infrav1.TerraformMachinePoolTemplate{ObjectMeta: meta("pt-id"),
+			Spec: infrav1.TerraformMachinePoolTemplateSpec{Template: infrav1.TerraformMachinePoolTemplateResource{Spec: infrav1.TerraformMachinePoolSpec{WorkspaceSpec: spec, ProviderID: "g"}}}},
+			"spec.template.spec.providerID"},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			err := c.Create(ctx, tc.obj)
