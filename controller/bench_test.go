@@ -32,9 +32,11 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller"
+	"github.com/captf/captf/controller/contract"
 	"github.com/captf/captf/controller/inputs"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/testenv"
 )
 
@@ -204,12 +206,15 @@ func BenchmarkController(b *testing.B) {
 		b.Fatal(err)
 	}
 	variables := func(v string) []byte { return []byte(`{"release":"` + v + `"}`) }
-	rendered, err := inputs.Render("modules/net:v1", variables("0"), nil)
-	if err != nil {
-		b.Fatal(err)
+	name := func(i int) string { return fmt.Sprintf("c%04d", i) }
+	// The inputs each converged object renders: its spec's variables and the contract inputs of
+	// a cluster owned by the Cluster of its own name.
+	renderedHash := func(i int, release string) (string, error) {
+		in := contract.Inputs{Role: contract.RoleCluster, ClusterName: name(i), Namespace: ns, Kind: infrav1.ClusterKind.Kind, Name: name(i)}
+		r, err := inputs.Render("modules/net:v1", in.Variables(), variables(release), nil)
+		return r.Hash, err
 	}
 	stateDoc, _ := state.Compress([]byte(`{"version":4,"serial":1,"lineage":"l","resources":[{"mode":"managed","type":"terraform_data","name":"r","instances":[{}]}]}`))
-	name := func(i int) string { return fmt.Sprintf("c%04d", i) }
 	// Converged objects: a state that records the inputs the spec renders to, drift checks off.
 	if err := parallel(n, func(i int) error {
 		tc := &infrav1.TerraformCluster{
@@ -219,7 +224,14 @@ func BenchmarkController(b *testing.B) {
 				Drift:         infrav1.DriftSpec{IntervalSeconds: ptr.To[int64](0)},
 			},
 		}
+		if err := capitest.Own(ctx, admin, tc); err != nil {
+			return err
+		}
 		if err := admin.Create(ctx, tc); err != nil {
+			return err
+		}
+		hash, err := renderedHash(i, "0")
+		if err != nil {
 			return err
 		}
 		// Labelled as the backend labels the state Secrets of the controller's runs.
@@ -227,7 +239,7 @@ func BenchmarkController(b *testing.B) {
 		labels["tfstate"] = "true"
 		return admin.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: state.SecretName(jobs.StateSecretSuffix(ns, jobs.KindCluster, name(i))), Namespace: ns,
-				Labels: labels, Annotations: map[string]string{state.InputsHashAnnotation: rendered.Hash}},
+				Labels: labels, Annotations: map[string]string{state.InputsHashAnnotation: hash}},
 			Data: map[string][]byte{"tfstate": stateDoc},
 		})
 	}); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/testenv"
 )
 
@@ -69,6 +70,9 @@ func TestManagerRunsAJobUnderItsShippedRBAC(t *testing.T) {
 	tc := &infrav1.TerraformCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "mgr"},
 		Spec:       infrav1.TerraformClusterSpec{WorkspaceSpec: infrav1.WorkspaceSpec{Source: infrav1.SourceSpec{Image: "modules/net:v1"}}},
+	}
+	if err := capitest.Own(ctx, admin, tc); err != nil {
+		t.Fatal(err)
 	}
 	if err := admin.Create(ctx, tc); err != nil {
 		t.Fatal(err)

@@ -33,6 +33,9 @@ const (
 	// OutputsValid reports whether the module's outputs in the state meet the contract of the
 	// object's role.
 	OutputsValid = "OutputsValid"
+	// DependenciesReady reports whether what a run needs from Cluster API is there: the owner,
+	// its back-references, the cluster's infrastructure and exports, the bootstrap data.
+	DependenciesReady = "DependenciesReady"
 	// Ready summarises the others.
 	Ready = "Ready"
 )
@@ -115,6 +118,18 @@ const (
 	ReasonDependentsExist = "DependentsExist"
 	ReasonNotBlocked      = "NotBlocked"
 
+	// DependenciesReady. Waits are Unknown; the reasons before them False.
+	ReasonDependenciesReady               = "DependenciesReady"
+	ReasonOwnerNotFound                   = "OwnerNotFound"
+	ReasonWaitingForOwnerMachine          = "WaitingForOwnerMachine"
+	ReasonWaitingForOwnerMachinePool      = "WaitingForOwnerMachinePool"
+	ReasonClusterNotTerraform             = "ClusterNotTerraform"
+	ReasonOwnerMismatch                   = "OwnerMismatch"
+	ReasonWaitingForOwner                 = "WaitingForOwner"
+	ReasonWaitingForClusterInfrastructure = "WaitingForClusterInfrastructure"
+	ReasonWaitingForClusterExports        = "WaitingForClusterExports"
+	ReasonWaitingForBootstrapData         = "WaitingForBootstrapData"
+
 	// Ready.
 	ReasonReady    = "Ready"
 	ReasonNotReady = "NotReady"
@@ -136,18 +151,25 @@ func IsTrue(conds []metav1.Condition, conditionType string) bool {
 	return apimeta.IsStatusConditionTrue(conds, conditionType)
 }
 
-// SetReady summarises: False when an apply failed, the state cannot be read or no Job may run
-// under the configured ServiceAccount, True when the
+// SetReady summarises: False when an apply failed, the state cannot be read, Cluster API's
+// objects are not as they must be or no Job may run under the configured ServiceAccount,
+// Unknown while a run waits for Cluster API, True when the
 // newest apply succeeded, Unknown otherwise. Waits are Unknown, so they never make Ready False.
 func SetReady(conds *[]metav1.Condition, generation int64, now time.Time) {
 	apply := Get(*conds, ApplyJobSucceeded)
 	stateCond := Get(*conds, StateReadable)
 	runner := Get(*conds, RunnerRBACReady)
+	deps := Get(*conds, DependenciesReady)
 	switch {
+	case deps != nil && deps.Status == metav1.ConditionFalse:
+		Set(conds, ready(metav1.ConditionFalse, deps.Reason, deps.Message, generation, now))
 	case stateCond != nil && stateCond.Status == metav1.ConditionFalse:
 		Set(conds, ready(metav1.ConditionFalse, stateCond.Reason, stateCond.Message, generation, now))
 	case runner != nil && runner.Status == metav1.ConditionFalse:
 		Set(conds, ready(metav1.ConditionFalse, runner.Reason, runner.Message, generation, now))
+	case deps != nil && deps.Status == metav1.ConditionUnknown && (apply == nil || apply.Status != metav1.ConditionTrue):
+		// A wait keeps an object that never applied Unknown; one that did stays as it was.
+		Set(conds, ready(metav1.ConditionUnknown, deps.Reason, deps.Message, generation, now))
 	case apply == nil:
 		Set(conds, ready(metav1.ConditionUnknown, ReasonNoApplyYet, "no apply has finished yet", generation, now))
 	case apply.Status == metav1.ConditionTrue:

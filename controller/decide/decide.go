@@ -42,6 +42,9 @@ const (
 	Abandoned = "Abandoned"
 	// WaitingForDependents: a deleted cluster waits until its machines and pools are gone.
 	WaitingForDependents = "WaitingForDependents"
+	// DependenciesNotReady: what a run needs from Cluster API is not there (DependenciesReady
+	// says what); nothing starts until it is, but a deletion goes ahead.
+	DependenciesNotReady = "DependenciesNotReady"
 
 	// BackoffSuffix marks a due op that waits for its backoff window, e.g. InputsChangedBackoff.
 	BackoffSuffix = "Backoff"
@@ -49,11 +52,14 @@ const (
 
 // Requeue intervals of the decisions that start nothing.
 const (
-	JobActiveRequeue       = time.Minute
-	StateRequeue           = time.Minute
-	InputsRequeue          = 10 * time.Minute
-	ApprovalRequeue        = 10 * time.Minute
-	DependentsRequeue      = 30 * time.Second
+	JobActiveRequeue  = time.Minute
+	StateRequeue      = time.Minute
+	InputsRequeue     = 10 * time.Minute
+	ApprovalRequeue   = 10 * time.Minute
+	DependentsRequeue = 30 * time.Second
+	// DependenciesRequeue looks again for what Cluster API has not provided yet; most of it
+	// is watched, but the bootstrap data Secret is not.
+	DependenciesRequeue    = 20 * time.Second
 	DefaultDriftInterval   = 30 * time.Minute
 	maxJitterFractionDenom = 10 // jitter is at most a tenth of the interval
 )
@@ -69,6 +75,9 @@ type Input struct {
 	Abandoned bool
 	// Dependents counts the machines and pools of a deleted cluster that still exist.
 	Dependents int
+	// Dependencies is the DependenciesReady reason while what a run needs from Cluster API is
+	// not there; "" when it is.
+	Dependencies string
 	// Mutable is true when changed inputs are applied again: clusters and pools always,
 	// machines never (their inputs are immutable once provisioned).
 	Mutable bool
@@ -171,6 +180,9 @@ func Decide(in Input) Decision {
 			return Decision{Reason: DeletingWithoutState, DropFinalizer: true}
 		}
 		return in.start(jobs.OpDestroy, Deleting)
+	}
+	if in.Dependencies != "" {
+		return Decision{Reason: DependenciesNotReady, RequeueAfter: DependenciesRequeue}
 	}
 	if in.StateErr != nil {
 		if errors.Is(in.StateErr, state.ErrLost) {

@@ -83,6 +83,15 @@ func TestDecide(t *testing.T) {
 		{"a deleted cluster without state still waits for its dependents", func(in *Input) {
 			in.Deleting, in.Dependents, in.State = true, 1, state.State{}
 		}, "", WaitingForDependents, false, DependentsRequeue},
+		{"an object Cluster API has not made ready starts nothing", func(in *Input) {
+			in.Dependencies, in.State, in.Jobs = "WaitingForBootstrapData", state.State{}, nil
+		}, "", DependenciesNotReady, false, DependenciesRequeue},
+		{"an object Cluster API has not made ready runs no drift check either", func(in *Input) {
+			in.Dependencies, in.Now = "OwnerMismatch", in.Now.Add(48*time.Hour)
+		}, "", DependenciesNotReady, false, DependenciesRequeue},
+		{"a deletion goes ahead without what Cluster API provides", func(in *Input) {
+			in.Deleting, in.Dependencies = true, "OwnerNotFound"
+		}, jobs.OpDestroy, Deleting, false, 0},
 		{"a lost state (missing after an apply once succeeded) applies nothing", func(in *Input) {
 			in.State, in.StateErr = state.State{}, state.ErrLost
 		}, "", StateLost, false, StateRequeue},

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -38,10 +39,15 @@ const moduleName = "workspace"
 // variableName is what Terraform accepts as a variable name.
 var variableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 
-// reserved are the meta-arguments of a module block; a variable of that name cannot be passed.
-var reserved = map[string]bool{
+// metaArguments are the meta-arguments of a module block and the root's block names; a
+// variable of that name cannot be passed.
+var metaArguments = map[string]bool{
 	"source": true, "version": true, "providers": true, "count": true, "for_each": true, "depends_on": true,
+	"lifecycle": true, "locals": true,
 }
+
+// ReservedPrefix starts the names captf keeps for its own inputs.
+const ReservedPrefix = "captf_"
 
 // Rendered is the pair of files a run gets, and their hash.
 type Rendered struct {
@@ -66,10 +72,25 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("the rendered inputs take %d bytes, more than the limit of %d", e.Size, MaxBytes)
 }
 
-// Render builds the root module and the variables file. variables is the raw JSON object of
-// spec.variables (nil for none); image is the module image reference, part of the hash because a
-// new image is a new apply. Invalid variables are reported with their field paths under path.
-func Render(image string, variables []byte, path *field.Path) (Rendered, error) {
+// Variable is one input captf itself gives the module: declared in the root with its type and
+// set in the variables file.
+type Variable struct {
+	Name string
+	// Type is a Terraform type expression, e.g. "string" or "map(string)".
+	Type string
+	// Nullable inputs default to null, so a module may leave them out of its own defaults.
+	Nullable bool
+	// Sensitive inputs never show in plans or logs.
+	Sensitive bool
+	// Value is encoded as JSON into the variables file.
+	Value any
+}
+
+// Render builds the root module and the variables file. contract are the inputs captf gives
+// the module of the object's role; variables is the raw JSON object of spec.variables (nil for
+// none); image is the module image reference, part of the hash because a new image is a new
+// apply. Invalid variables are reported with their field paths under path.
+func Render(image string, contract []Variable, variables []byte, path *field.Path) (Rendered, error) {
 	vars := map[string]json.RawMessage{}
 	if len(bytes.TrimSpace(variables)) > 0 && !bytes.Equal(bytes.TrimSpace(variables), []byte("null")) {
 		if err := json.Unmarshal(variables, &vars); err != nil {
@@ -81,16 +102,37 @@ func Render(image string, variables []byte, path *field.Path) (Rendered, error) 
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	contractNames := map[string]bool{}
+	for _, v := range contract {
+		contractNames[v.Name] = true
+	}
 
 	var errs field.ErrorList
 	variableBlocks := map[string]any{}
 	module := map[string]any{"source": ModulePath}
+	canonicalVars := map[string]any{}
+	for _, v := range contract {
+		block := map[string]any{"type": v.Type}
+		if v.Nullable {
+			block["default"] = nil
+		}
+		if v.Sensitive {
+			block["sensitive"] = true
+		}
+		variableBlocks[v.Name] = block
+		module[v.Name] = "${var." + v.Name + "}"
+		canonicalVars[v.Name] = v.Value
+	}
 	for _, name := range names {
 		switch {
 		case !variableName.MatchString(name):
 			errs = append(errs, field.Invalid(path.Key(name), name, "must start with a letter or underscore and hold only letters, digits, underscores and dashes"))
-		case reserved[name]:
+		case metaArguments[name]:
 			errs = append(errs, field.Invalid(path.Key(name), name, "is a meta-argument of a module block and cannot be a variable name"))
+		case strings.HasPrefix(name, ReservedPrefix):
+			errs = append(errs, field.Invalid(path.Key(name), name, "starts with "+ReservedPrefix+", which captf keeps for its own inputs"))
+		case contractNames[name]:
+			errs = append(errs, field.Invalid(path.Key(name), name, "is an input captf gives the module of this kind, and cannot be set"))
 		default:
 			variableBlocks[name] = map[string]any{}
 			module[name] = "${var." + name + "}"
@@ -114,7 +156,6 @@ func Render(image string, variables []byte, path *field.Path) (Rendered, error) 
 	if err != nil {
 		return Rendered{}, fmt.Errorf("rendering %s: %w", MainFile, err)
 	}
-	canonicalVars := map[string]any{}
 	for _, name := range names {
 		var value any
 		dec := json.NewDecoder(bytes.NewReader(vars[name]))

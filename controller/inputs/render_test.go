@@ -91,9 +91,13 @@ func TestRenderRejectsBadVariables(t *testing.T) {
 		{"a name may not hold dots", `{"a.b":1}`, "spec.variables[a.b]"},
 		{"a module meta-argument is no variable name", `{"count":1}`, "spec.variables[count]"},
 		{"source is reserved", `{"source":"x"}`, "spec.variables[source]"},
+		{"lifecycle is reserved", `{"lifecycle":"x"}`, "spec.variables[lifecycle]"},
+		{"locals is reserved", `{"locals":"x"}`, "spec.variables[locals]"},
+		{"the captf_ prefix is reserved", `{"captf_region":"x"}`, "spec.variables[captf_region]"},
+		{"an input of the role is reserved", `{"machine_name":"x"}`, "spec.variables[machine_name]"},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
-			_, err := Render("img", []byte(tc.variables), variablesPath)
+			_, err := Render("img", []Variable{{Name: "machine_name", Type: "string", Value: "m"}}, []byte(tc.variables), variablesPath)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -104,9 +108,52 @@ func TestRenderRejectsBadVariables(t *testing.T) {
 	}
 }
 
+func TestRenderDeclaresTheInputsOfTheRole(t *testing.T) {
+	contract := []Variable{
+		{Name: "captf_contract", Type: "string", Value: "v1alpha1"},
+		{Name: "bootstrap_data", Type: "string", Sensitive: true, Value: "Ym9vdA=="},
+		{Name: "failure_domain", Type: "string", Nullable: true, Value: nil},
+	}
+	r, err := Render("img", contract, []byte(`{"region":"eu"}`), variablesPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root struct {
+		Variable map[string]map[string]any `json:"variable"`
+		Module   map[string]map[string]any `json:"module"`
+	}
+	if err := json.Unmarshal(r.Main, &root); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		rule string
+		got  any
+		want any
+	}{
+		{"an input is declared with its type", root.Variable["captf_contract"]["type"], "string"},
+		{"bootstrap data is sensitive", root.Variable["bootstrap_data"]["sensitive"], true},
+		{"a nullable input defaults to null", hasKey(root.Variable["failure_domain"], "default"), true},
+		{"a required input has no default", hasKey(root.Variable["captf_contract"], "default"), false},
+		{"an input is passed to the module", root.Module["workspace"]["bootstrap_data"], "${var.bootstrap_data}"},
+		{"a user variable is still passed", root.Module["workspace"]["region"], "${var.region}"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.rule, tc.got, tc.want)
+		}
+	}
+	if want := `{"bootstrap_data":"Ym9vdA==","captf_contract":"v1alpha1","failure_domain":null,"region":"eu"}`; string(r.Vars) != want {
+		t.Errorf("tfvars = %s, want %s", r.Vars, want)
+	}
+}
+
+func hasKey(m map[string]any, key string) bool {
+	_, ok := m[key]
+	return ok
+}
+
 func TestRenderRejectsInputsBeyondTheLimit(t *testing.T) {
 	big := `{"blob":"` + strings.Repeat("x", MaxBytes) + `"}`
-	r, err := Render("img", []byte(big), variablesPath)
+	r, err := Render("img", nil, []byte(big), variablesPath)
 	var tooLarge *TooLargeError
 	if !errors.As(err, &tooLarge) {
 		t.Fatalf("err = %v, want TooLargeError", err)
@@ -122,7 +169,7 @@ func TestRenderRejectsInputsBeyondTheLimit(t *testing.T) {
 func TestRenderAtTheLimitIsAccepted(t *testing.T) {
 	r := mustRender(t, "img", `{"blob":""}`)
 	pad := MaxBytes - r.Size()
-	r, err := Render("img", []byte(`{"blob":"`+strings.Repeat("x", pad)+`"}`), variablesPath)
+	r, err := Render("img", nil, []byte(`{"blob":"`+strings.Repeat("x", pad)+`"}`), variablesPath)
 	if err != nil || r.Size() != MaxBytes {
 		t.Fatalf("size %d, err %v; want exactly %d accepted", r.Size(), err, MaxBytes)
 	}
@@ -130,7 +177,7 @@ func TestRenderAtTheLimitIsAccepted(t *testing.T) {
 
 func mustRender(t *testing.T, image, variables string) Rendered {
 	t.Helper()
-	r, err := Render(image, []byte(variables), variablesPath)
+	r, err := Render(image, nil, []byte(variables), variablesPath)
 	if err != nil {
 		t.Fatalf("Render(%s): %v", variables, err)
 	}

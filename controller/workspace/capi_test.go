@@ -242,9 +242,7 @@ func TestAMachinesOutputsSurviveTheWritesOfTheSamePass(t *testing.T) {
 	h := newHarness(t, jobs.KindMachine)
 	tm := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: h.ns},
 		Spec: infrav1.TerraformMachineSpec{WorkspaceSpec: infrav1.WorkspaceSpec{Source: infrav1.SourceSpec{Image: image}, Variables: &apiextensionsv1.JSON{Raw: []byte(`{}`)}}}}
-	if err := h.c.Create(h.ctx, tm); err != nil {
-		t.Fatal(err)
-	}
+	h.create(tm)
 	h.settle(tm)
 	h.writeState(jobs.KindMachine, "m1", 1)
 	h.finish(h.runningJob(jobs.KindMachine, "m1"), jobs.OutcomeSucceeded, nil)

@@ -36,6 +36,8 @@ type Facts struct {
 	RestoreProblem string
 	// Dependents describes the machines and pools a deleted cluster waits for, "" for none.
 	Dependents string
+	// Dependencies are what Cluster API provides for a run, and the contract inputs from it.
+	Dependencies Dependencies
 
 	// FromCache is set when a Secret was not read live: the state came from the state memo or
 	// the durable inputs' annotations from the metadata cache. A pass reads live before it acts.
@@ -92,7 +94,14 @@ func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj 
 	if spec.Variables != nil {
 		variables = spec.Variables.Raw
 	}
-	f.Rendered, f.RenderErr = inputs.Render(spec.Source.Image, variables, field.NewPath("spec", "variables"))
+	var durableVars []byte
+	if f.durable != nil {
+		durableVars = f.durable.Data[inputs.VarsFile]
+	}
+	if f.Dependencies, err = r.dependencies(ctx, reader, obj, durableVars); err != nil {
+		return f, err
+	}
+	f.Rendered, f.RenderErr = inputs.Render(spec.Source.Image, contractVariables(f.Dependencies), variables, field.NewPath("spec", "variables"))
 	f.Input = r.decideInput(obj, f, st, stateErr, retained, restore, now)
 	if f.Input.Deleting && r.Kind == jobs.KindCluster {
 		found, err := dependents(ctx, reader, obj)
@@ -193,6 +202,9 @@ func (r *Reconciler) decideInput(obj infrav1.Workspace, f Facts, st state.State,
 	}
 	if f.RenderErr != nil {
 		in.CurrentInputsHash = ""
+	}
+	if !f.Dependencies.Ready() {
+		in.Dependencies = f.Dependencies.Reason
 	}
 	return in
 }

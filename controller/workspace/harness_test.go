@@ -24,12 +24,12 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller"
-	"github.com/captf/captf/controller/inputs"
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/controller/metrics"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/testenv"
 )
 
@@ -103,10 +103,30 @@ func (h *harness) cluster(name string, mutate ...func(*infrav1.TerraformCluster)
 	for _, m := range mutate {
 		m(tc)
 	}
-	if err := h.c.Create(h.ctx, tc); err != nil {
-		h.t.Fatalf("creating TerraformCluster: %v", err)
-	}
+	h.create(tc)
 	return tc
+}
+
+// create creates an object with the Cluster API owner Cluster API would give it.
+func (h *harness) create(obj client.Object) {
+	h.t.Helper()
+	if err := capitest.Own(h.ctx, h.c, obj); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.c.Create(h.ctx, obj); err != nil {
+		h.t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// inputsHash is the hash of the inputs the object renders now, as the controller computes it.
+func (h *harness) inputsHash(obj infrav1.Workspace) string {
+	h.t.Helper()
+	h.get(obj)
+	f, err := h.r.GatherFacts(h.ctx, h.c, obj, nil, h.clock.Now())
+	if err != nil || f.RenderErr != nil || f.Rendered.Hash == "" {
+		h.t.Fatalf("rendering the inputs of %s: %v %v", obj.GetName(), err, f.RenderErr)
+	}
+	return f.Rendered.Hash
 }
 
 // reconcile runs one pass of the object.
@@ -339,15 +359,6 @@ func countPrefix(list []string, prefix string) int {
 		}
 	}
 	return n
-}
-
-// renderedHash is the inputs hash of the harness's default cluster spec.
-func renderedHash(t *testing.T, variables string) string {
-	r, err := inputs.Render(image, []byte(variables), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.Hash
 }
 
 func requestFor(obj client.Object) ctrl.Request {

@@ -30,7 +30,7 @@ func TestFirstApplyStartsOneJobInTheSeedOrder(t *testing.T) {
 
 	h.get(tc)
 	job := h.runningJob(jobs.KindCluster, "web")
-	want, _ := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: "web", Op: jobs.OpApply, Attempt: 1, InputsHash: renderedHash(t, `{"region":"eu"}`)})
+	want, _ := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: "web", Op: jobs.OpApply, Attempt: 1, InputsHash: h.inputsHash(tc)})
 	if job.Name != want {
 		t.Errorf("Job name = %s, want %s", job.Name, want)
 	}
@@ -45,8 +45,12 @@ func TestFirstApplyStartsOneJobInTheSeedOrder(t *testing.T) {
 		t.Fatalf("per-run Secret = %+v, want one owned by the Job with two files", runSecret)
 	}
 	durable := h.secret(jobs.InputsSecretName(jobs.KindCluster, "web"))
-	if durable == nil || string(durable.Data["terraform.tfvars.json"]) != `{"region":"eu"}` {
-		t.Fatalf("durable inputs Secret = %+v", durable)
+	if durable == nil {
+		t.Fatal("no durable inputs Secret")
+	}
+	if vars := string(durable.Data["terraform.tfvars.json"]); !strings.Contains(vars, `"region":"eu"`) ||
+		!strings.Contains(vars, `"captf_cluster":{"name":"web","namespace":"`+h.ns+`"}`) {
+		t.Fatalf("durable inputs Secret = %+v, want the spec's variables and the contract inputs", durable)
 	}
 	if l := h.runLease(jobs.KindCluster, "web"); l == nil || *l.Spec.HolderIdentity != job.Name {
 		t.Fatalf("run Lease = %+v, want it held by %s", l, job.Name)
@@ -86,7 +90,7 @@ func TestSuccessfulApplyIsBookedOnce(t *testing.T) {
 	if h.runLease(jobs.KindCluster, "web") != nil {
 		t.Error("the run Lease was not given back")
 	}
-	if st := h.stateSecret(jobs.KindCluster, "web"); st.Annotations[state.InputsHashAnnotation] != renderedHash(t, `{"region":"eu"}`) {
+	if st := h.stateSecret(jobs.KindCluster, "web"); st.Annotations[state.InputsHashAnnotation] != h.inputsHash(tc) {
 		t.Errorf("state inputs hash = %q", st.Annotations[state.InputsHashAnnotation])
 	}
 	if !conditions.IsTrue(tc.Status.Conditions, conditions.ApplyJobSucceeded) || !conditions.IsTrue(tc.Status.Conditions, conditions.Ready) {
@@ -127,7 +131,7 @@ func TestRestartBetweenJobAndSecretAdoptsTheJob(t *testing.T) {
 	h.reconcile(tc) // the finalizer
 	// A crashed pass created the Job and nothing after it.
 	h.get(tc)
-	name, _ := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: "web", Op: jobs.OpApply, Attempt: 1, InputsHash: renderedHash(t, `{"region":"eu"}`)})
+	name, _ := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: "web", Op: jobs.OpApply, Attempt: 1, InputsHash: h.inputsHash(tc)})
 	crashed := jobspec.Build(jobspec.Params{
 		Kind: jobs.KindCluster, Namespace: h.ns, ObjectName: "web", Name: name, Op: jobs.OpApply, Attempt: 1,
 		Owner:  *metav1.NewControllerRef(tc, infrav1.GroupVersion.WithKind("TerraformCluster")),
@@ -158,7 +162,7 @@ func TestStaleRunSecretOfAPrunedJobIsReplaced(t *testing.T) {
 	h := newHarness(t, jobs.KindCluster)
 	tc := h.cluster("web")
 	h.reconcile(tc)
-	name, _ := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: "web", Op: jobs.OpApply, Attempt: 1, InputsHash: renderedHash(t, `{"region":"eu"}`)})
+	name, _ := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: "web", Op: jobs.OpApply, Attempt: 1, InputsHash: h.inputsHash(tc)})
 	// A per-run Secret left by an earlier Job of the same name, whose collection is pending.
 	stale := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
 		Name: jobs.RunSecretName(name), Namespace: h.ns,

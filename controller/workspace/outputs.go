@@ -86,6 +86,8 @@ func writeBackSpec(obj infrav1.Workspace, d contract.Decoded) bool {
 		ep := d.Outputs.Endpoint
 		if d.Valid[contract.OutputControlPlaneEndpoint] && ep != nil && o.Spec.ControlPlaneEndpoint.Host == "" {
 			o.Spec.ControlPlaneEndpoint = infrav1.APIEndpoint{Host: ep.Host, Port: ep.Port}
+			// The module made the endpoint: its input stays null, so the copy is no new inputs.
+			metav1.SetMetaDataAnnotation(&o.ObjectMeta, EndpointSourceAnnotation, EndpointSourceModule)
 			return true
 		}
 	case *infrav1.TerraformMachine:

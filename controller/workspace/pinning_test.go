@@ -65,9 +65,7 @@ func TestWithoutAPinnedDigestARefreshRunsTheReferenceAndSaysSo(t *testing.T) {
 	m := &infrav1.TerraformMachine{}
 	m.Name, m.Namespace = "web", h.ns
 	m.Spec.Source.Image = image
-	if err := h.c.Create(h.ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	h.create(m)
 	h.settle(m)
 	apply := h.runningJob(jobs.KindMachine, "web")
 	h.tagDigest[image] = "none" // the node reports no digest

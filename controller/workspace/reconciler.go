@@ -259,6 +259,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		For(r.KindInfo.New()).
 		Owns(&batchv1.Job{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+	// Cluster API's objects wake the objects they own: a Cluster those of its cluster, a Machine
+	// or MachinePool the object its infrastructure reference names.
+	b = b.Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterMembers))
+	switch r.KindInfo.Kind {
+	case infrav1.MachineKind.Kind:
+		b = b.Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return r.infrastructureOf(o, o.(*clusterv1.Machine).Spec.InfrastructureRef)
+		}))
+	case infrav1.MachinePoolKind.Kind:
+		b = b.Watches(&clusterv1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return r.infrastructureOf(o, o.(*clusterv1.MachinePool).Spec.Template.Spec.InfrastructureRef)
+		}))
+	}
 	if r.Metadata != nil {
 		// A changed state Secret or durable inputs Secret brings a pass, so a pass that trusted
 		// the cache sees the change once the cache has it.
@@ -270,6 +283,32 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		b = b.WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretOwners))
 	}
 	return b.Complete(r)
+}
+
+// clusterMembers maps a Cluster to the objects of this kind with its cluster-name label.
+func (r *Reconciler) clusterMembers(ctx context.Context, cluster client.Object) []reconcile.Request {
+	list := r.KindInfo.NewList()
+	if err := r.Client.List(ctx, list, client.InNamespace(cluster.GetNamespace()), client.MatchingLabels{jobs.LabelClusterName: jobs.LabelValue(cluster.GetName())}); err != nil {
+		logf.FromContext(ctx).Error(err, "mapping a Cluster to its objects", "cluster", client.ObjectKeyFromObject(cluster))
+		return nil
+	}
+	var out []reconcile.Request
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		if obj, ok := o.(client.Object); ok {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+		}
+		return nil
+	})
+	return out
+}
+
+// infrastructureOf maps a Machine or MachinePool to the object of this kind its infrastructure
+// reference names, if any.
+func (r *Reconciler) infrastructureOf(owner client.Object, ref clusterv1.ContractVersionedObjectReference) []reconcile.Request {
+	if ref.APIGroup != infrav1.GroupVersion.Group || ref.Kind != r.KindInfo.Kind || ref.Name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: owner.GetNamespace(), Name: ref.Name}}}
 }
 
 // ownerNameIndex indexes objects by the value of their owner-name label (jobs.LabelValue).

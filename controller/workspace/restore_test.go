@@ -40,7 +40,7 @@ func TestEachNewStateSerialIsBackedUpAndTheNewestFiveKept(t *testing.T) {
 	if !ok || one.Name != workspace.BackupName(jobs.StateSecretSuffix(h.ns, jobs.KindCluster, "web"), 1) || one.OwnerReferences[0].UID != tc.UID {
 		t.Fatalf("backups = %v", b)
 	}
-	if one.Annotations[state.InputsHashAnnotation] != renderedHash(t, `{"region":"eu"}`) {
+	if one.Annotations[state.InputsHashAnnotation] != h.inputsHash(tc) {
 		t.Errorf("backup annotations = %v", one.Annotations)
 	}
 	for serial := int64(2); serial <= 7; serial++ {

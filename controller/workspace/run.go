@@ -176,6 +176,7 @@ func (p *pass) actOnFacts(ctx context.Context, f Facts) error {
 		}
 	}
 	setStateReadable(status, p.stamp(), in.State, in.StateErr)
+	setDependencies(status, p.stamp(), f.Dependencies)
 	if in.StateErr == nil && f.StateSecret != nil {
 		// Outputs are read from a state read live; a remembered state's are already written.
 		if err := p.applyOutputs(ctx, in.State); err != nil {

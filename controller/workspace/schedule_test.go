@@ -38,9 +38,7 @@ func TestMachineRefreshesAfterApplyThenChecksDrift(t *testing.T) {
 			Drift:         infrav1.MachineDriftSpec{IntervalSeconds: ptr.To[int64](600)},
 		},
 	}
-	if err := h.c.Create(h.ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	h.create(m)
 	h.settle(m)
 	apply := h.runningJob(jobs.KindMachine, "m1")
 	h.writeState(jobs.KindMachine, "m1", 1)

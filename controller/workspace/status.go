@@ -294,3 +294,9 @@ func setDeletionBlocked(s *infrav1.WorkspaceStatus, at stamp, dependents string)
 	}
 	at.set(&s.Conditions, conditions.DeletionBlocked, metav1.ConditionFalse, conditions.ReasonNotBlocked, "no machine or pool of this cluster remains")
 }
+
+// setDependencies reports what Cluster API provides for a run: the owner, its back-references,
+// the cluster's infrastructure and exports and the bootstrap data.
+func setDependencies(s *infrav1.WorkspaceStatus, at stamp, d Dependencies) {
+	at.set(&s.Conditions, conditions.DependenciesReady, d.Status, d.Reason, d.Message)
+}

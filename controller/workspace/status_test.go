@@ -338,3 +338,35 @@ func TestSetSource(t *testing.T) {
 		t.Fatalf("an apply without digest keeps the pin %+v", s.Source)
 	}
 }
+
+func TestSetDependencies(t *testing.T) {
+	applied := func(s *infrav1.WorkspaceStatus) {
+		setOpCondition(s, at, jobs.OpApply, metav1.ConditionTrue, conditions.ReasonApplySucceeded, "applied")
+	}
+	for _, tc := range []struct {
+		rule       string
+		before     func(*infrav1.WorkspaceStatus)
+		deps       Dependencies
+		wantReady  metav1.ConditionStatus
+		wantReason string
+	}{
+		{"a wait keeps an object that never applied Unknown", nil, waiting(conditions.ReasonWaitingForBootstrapData, "no data"),
+			metav1.ConditionUnknown, conditions.ReasonWaitingForBootstrapData},
+		{"a wait leaves an applied object Ready", applied, waiting(conditions.ReasonWaitingForOwner, "no owner"),
+			metav1.ConditionTrue, conditions.ReasonReady},
+		{"an owner that does not name the object makes it not Ready", applied, refused(conditions.ReasonOwnerMismatch, "names another"),
+			metav1.ConditionFalse, conditions.ReasonOwnerMismatch},
+		{"ready dependencies leave Ready to the runs", nil, Dependencies{Status: metav1.ConditionTrue, Reason: conditions.ReasonDependenciesReady, Message: "owned"},
+			metav1.ConditionUnknown, conditions.ReasonNoApplyYet},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			var s infrav1.WorkspaceStatus
+			if tc.before != nil {
+				tc.before(&s)
+			}
+			setDependencies(&s, at, tc.deps)
+			wantCondition(t, &s, conditions.DependenciesReady, tc.deps.Status, tc.deps.Reason)
+			wantCondition(t, &s, conditions.Ready, tc.wantReady, tc.wantReason)
+		})
+	}
+}

@@ -80,7 +80,7 @@ func TestOnlyJobsTheObjectControlsCount(t *testing.T) {
 func TestAJobNameTakenBySomeoneElseIsNotAdopted(t *testing.T) {
 	h := newHarness(t, jobs.KindCluster)
 	tc := h.cluster("web")
-	name, err := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: "web", Op: jobs.OpApply, Attempt: 1, InputsHash: renderedHash(t, `{"region":"eu"}`)})
+	name, err := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: "web", Op: jobs.OpApply, Attempt: 1, InputsHash: h.inputsHash(tc)})
 	if err != nil {
 		t.Fatal(err)
 	}

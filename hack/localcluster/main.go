@@ -15,11 +15,15 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller"
+	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/system"
 	"github.com/captf/captf/test/testenv"
 )
@@ -61,15 +65,16 @@ func run() error {
 		return err
 	}
 
-	samples := filepath.Join(root, "artifacts", "samples", "cluster.yaml")
-	fmt.Printf("creating the samples of %s ...\n", samples)
-	if err := env.ApplyManifests(ctx, samples); err != nil {
-		return err
-	}
 	c, err := client.New(env.Config, client.Options{Scheme: controller.NewScheme()})
 	if err != nil {
 		return err
 	}
+	samples := filepath.Join(root, "artifacts", "samples", "cluster.yaml")
+	fmt.Printf("creating the samples of %s, owned as Cluster API would own them ...\n", samples)
+	if err := createOwned(ctx, c, samples); err != nil {
+		return err
+	}
+	go adoptOrphans(ctx, c)
 	provisioned := func(obj infrav1.Workspace) wait.ConditionWithContextFunc {
 		return func(ctx context.Context) (bool, error) {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
@@ -110,8 +115,58 @@ func run() error {
   kubectl get plans                                       # its plan, waiting for approval
   kubectl patch terraformcluster demo --type merge -p '{"spec":{"variables":{"fail":true}}}'   # a failing run and its backoff
 
+Objects created without an owner get the Cluster API owners Cluster API would give them.
 Logs are in %s. Press Ctrl-C to stop.
 `, kubeconfig, env.BinDir, filepath.Join(root, "artifacts", "samples", "cluster-manual.yaml"), sys.LogDir)
 	<-ctx.Done()
 	return nil
+}
+
+// createOwned creates the objects of a manifest, each with the Cluster API owners Cluster API
+// would give it: until Cluster API's own controllers run here, capitest plays their part.
+func createOwned(ctx context.Context, c client.Client, path string) error {
+	objs, err := testenv.ReadManifests(path)
+	if err != nil {
+		return err
+	}
+	for _, u := range objs {
+		typed, err := c.Scheme().New(u.GroupVersionKind())
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
+			return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		obj := typed.(client.Object)
+		if err := capitest.Own(ctx, c, obj); err != nil {
+			return err
+		}
+		if err := c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// adoptOrphans gives every captf object created later without an owner (say, with kubectl
+// apply) the owners Cluster API would, until ctx ends.
+func adoptOrphans(ctx context.Context, c client.Client) {
+	_ = wait.PollUntilContextCancel(ctx, 2*time.Second, false, func(ctx context.Context) (bool, error) {
+		for _, kind := range infrav1.Kinds {
+			list := kind.NewList()
+			if err := c.List(ctx, list); err != nil {
+				continue
+			}
+			_ = meta.EachListItem(list, func(o runtime.Object) error {
+				obj := o.(client.Object)
+				if len(obj.GetOwnerReferences()) == 0 && obj.GetDeletionTimestamp().IsZero() && obj.GetAnnotations()[clusterv1.ManagedByAnnotation] == "" {
+					if err := capitest.Adopt(ctx, c, obj); err != nil {
+						fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
+					}
+				}
+				return nil
+			})
+		}
+		return false, nil
+	})
 }

@@ -153,9 +153,7 @@ func TestAMachineAndAPoolReceiveTheirOutputs(t *testing.T) {
 	tm := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: s.NS}, Spec: infrav1.TerraformMachineSpec{WorkspaceSpec: spec("m1")}}
 	tmp := &infrav1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: s.NS}, Spec: infrav1.TerraformMachinePoolSpec{WorkspaceSpec: spec("p1")}}
 	for _, obj := range []client.Object{tm, tmp} {
-		if err := s.C.Create(s.Ctx, obj); err != nil {
-			t.Fatal(err)
-		}
+		s.Create(obj)
 	}
 	s.Eventually("the machine has its provider ID and addresses", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		err := s.C.Get(ctx, client.ObjectKeyFromObject(tm), tm)

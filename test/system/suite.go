@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/test/capitest"
 )
 
 // Suite is one test's view of the system Main started: an admin client and a namespace of its
@@ -50,10 +51,19 @@ func (s *Suite) Cluster(name, variables string, mutate ...func(*infrav1.Terrafor
 	for _, m := range mutate {
 		m(tc)
 	}
-	if err := s.C.Create(s.Ctx, tc); err != nil {
+	s.Create(tc)
+	return tc
+}
+
+// Create creates an object with the Cluster API owner Cluster API would give it (capitest.Own).
+func (s *Suite) Create(obj client.Object) {
+	s.T.Helper()
+	if err := capitest.Own(s.Ctx, s.C, obj); err != nil {
 		s.T.Fatal(err)
 	}
-	return tc
+	if err := s.C.Create(s.Ctx, obj); err != nil {
+		s.T.Fatal(err)
+	}
 }
 
 // PatchVariables merges variables (a JSON object) into an object's spec.variables.

@@ -41,7 +41,7 @@ type Options struct {
 	// ControllerManager also starts kube-controller-manager with the Job controller and the
 	// garbage collector, so Jobs get pods and owned objects are collected.
 	ControllerManager bool
-	// SkipCRDs leaves out the CRDs of artifacts/crd.
+	// SkipCRDs leaves out the CRDs of artifacts/crd and Cluster API's.
 	SkipCRDs bool
 }
 
@@ -167,7 +167,11 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		ErrorIfCRDPathMissing: !opts.SkipCRDs,
 	}
 	if !opts.SkipCRDs {
-		e.env.CRDDirectoryPaths = []string{filepath.Join(root, "artifacts", "crd")}
+		capi, err := ClusterAPICRDs()
+		if err != nil {
+			return e, err
+		}
+		e.env.CRDDirectoryPaths = append([]string{filepath.Join(root, "artifacts", "crd")}, capi...)
 	}
 	args := e.env.ControlPlane.GetAPIServer().Configure()
 	args.Set("requestheader-client-ca-file", e.FrontProxy.CAFile)

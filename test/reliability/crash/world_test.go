@@ -33,6 +33,7 @@ import (
 	"github.com/captf/captf/controller/metrics"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/reliability/rel"
 	"github.com/captf/captf/test/testenv"
 )
@@ -112,6 +113,9 @@ func newWorld(t *testing.T, seed uint64, n int) *world {
 		if i%2 == 1 { // small history, so pruning runs often
 			tc.Spec.Jobs.SuccessfulJobsHistoryLimit = ptr.To[int32](1)
 			tc.Spec.Jobs.FailedJobsHistoryLimit = ptr.To[int32](1)
+		}
+		if err := capitest.Own(ctx, c, tc); err != nil {
+			t.Fatal(err)
 		}
 		if err := c.Create(ctx, tc); err != nil {
 			t.Fatal(err)

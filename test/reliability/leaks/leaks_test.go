@@ -33,6 +33,7 @@ import (
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	runsv1alpha1 "github.com/captf/captf/apis/runs/v1alpha1"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/reliability/rel"
 	"github.com/captf/captf/test/system"
 )
@@ -55,6 +56,9 @@ func TestSecretsNeverLeak(t *testing.T) {
 	tc.Spec.ApplyPolicy = infrav1.ApplyPolicyManual
 	tc.Spec.Drift.IntervalSeconds = ptr.To[int64](0)
 	tc.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf(`{"name":%q}`, markers[0]))}
+	if err := capitest.Own(ctx, c, tc); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Create(ctx, tc); err != nil {
 		t.Fatal(err)
 	}

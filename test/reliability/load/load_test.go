@@ -36,6 +36,7 @@ import (
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/system"
 )
 
@@ -244,6 +245,9 @@ func TestWatchAndListUnderLoad(t *testing.T) {
 	churn.Spec.Source.Image = system.SampleNoopImage
 	churn.Spec.Drift.IntervalSeconds = ptr.To[int64](0)
 	churn.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(`{"name":"churn"}`)}
+	if err := capitest.Own(ctx, c, churn); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Create(ctx, churn); err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/reliability/rel"
 	"github.com/captf/captf/test/testenv"
 )
@@ -84,6 +85,9 @@ func newEnv(t *testing.T) *env {
 			Source:    infrav1.SourceSpec{Image: "registry.example/modules/net:v1"},
 			Variables: &apiextensionsv1.JSON{Raw: []byte(`{"v":0}`)},
 		}},
+	}
+	if err := capitest.Own(e.ctx, c, e.obj); err != nil {
+		t.Fatal(err)
 	}
 	if err := c.Create(e.ctx, e.obj); err != nil {
 		t.Fatal(err)
