@@ -14,13 +14,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/test/testenv"
 )
 
 func TestFirstApplyStartsOneJobInTheSeedOrder(t *testing.T) {
@@ -362,5 +365,46 @@ func TestDeletionDestroysThenCleansUp(t *testing.T) {
 	}
 	if h.stateSecret(jobs.KindCluster, "web") != nil || h.secret(jobs.InputsSecretName(jobs.KindCluster, "web")) != nil || h.runLease(jobs.KindCluster, "web") != nil {
 		t.Fatal("cleanup left the state, the durable inputs or the run Lease")
+	}
+}
+
+// A pass that starts from an object older than the server's (a lagging cache) writes nothing:
+// its status patch would replace the newer conditions with the older ones.
+func TestAPassFromAStaleObjectWritesNothingOverANewerOne(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web")
+	h.settle(tc)
+	h.get(tc)
+	stale := tc.DeepCopy()
+	h.writeState(jobs.KindCluster, "web", 1)
+	h.finish(h.runningJob(jobs.KindCluster, "web"), jobs.OutcomeSucceeded, &jobs.RunnerResult{Changes: &jobs.Changes{Add: 1}})
+	h.settle(tc)
+	h.get(tc)
+	fresh := tc.DeepCopy()
+	if !conditions.IsTrue(fresh.Status.Conditions, conditions.OutputsValid) {
+		t.Fatalf("conditions after the apply = %+v", fresh.Status.Conditions)
+	}
+
+	direct, err := client.NewWithWatch(testenv.Get(t).Config, client.Options{Scheme: controller.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lagging := interceptor.NewClient(direct, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if key == client.ObjectKeyFromObject(stale) {
+				stale.DeepCopyInto(obj.(*infrav1.TerraformCluster))
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	r := workspace.New(workspace.Reconciler{Client: lagging, APIReader: h.c, Recorder: h.recorder, Clock: h.clock, Metrics: h.r.Metrics, RunnerImage: runnerImage}, infrav1.ClusterKind)
+	res, err := r.Reconcile(h.ctx, requestFor(tc))
+	if err != nil || !workspace.AgainAtOnce(res) {
+		t.Fatalf("the stale pass = %+v, %v; want a quiet pass at once", res, err)
+	}
+	h.get(tc)
+	if tc.ResourceVersion != fresh.ResourceVersion {
+		t.Fatalf("the stale pass wrote the object: %+v", tc.Status.Conditions)
 	}
 }

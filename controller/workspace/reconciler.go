@@ -6,6 +6,7 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -106,9 +107,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	finalizer := r.KindInfo.Finalizer()
 	if obj.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(obj, finalizer) {
-		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		patch := lockedPatch(obj)
 		controllerutil.AddFinalizer(obj, finalizer)
 		if err := r.Client.Patch(ctx, obj, patch); err != nil {
+			if apierrors.IsConflict(err) {
+				return staleObject(ctx)
+			}
 			return ctrl.Result{}, fmt.Errorf("adding the finalizer: %w", err)
 		}
 		return ctrl.Result{RequeueAfter: NextPassRequeue}, nil
@@ -123,15 +127,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		p.booked = nil
 	}
 
+	if errors.Is(runErr, errStaleObject) {
+		return staleObject(ctx)
+	}
 	// One status patch per pass, and only when something changed, so a converged object costs
 	// no write.
-	patch := client.MergeFrom(before)
-	if data, err := patch.Data(obj); err != nil {
+	if data, err := client.MergeFrom(before).Data(obj); err != nil {
 		return ctrl.Result{}, err
 	} else if string(data) != "{}" {
-		if err := r.Client.Status().Patch(ctx, obj, patch); err != nil {
-			if apierrors.IsNotFound(err) {
+		// The patch holds the whole conditions list: it applies only to the version the pass
+		// read (or wrote itself), never over a newer one a lagging cache did not show.
+		before.SetResourceVersion(obj.GetResourceVersion())
+		if err := r.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			switch {
+			case apierrors.IsNotFound(err):
 				return ctrl.Result{}, nil
+			case apierrors.IsConflict(err):
+				return staleObject(ctx)
 			}
 			// The bookkept marks wait for a successful patch, so the Jobs are read again.
 			return ctrl.Result{}, fmt.Errorf("patching status: %w", err)
@@ -144,14 +156,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := p.cleanup(ctx); err != nil {
 			return ctrl.Result{}, err
 		}
-		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		patch := lockedPatch(obj)
 		controllerutil.RemoveFinalizer(obj, finalizer)
 		if err := r.Client.Patch(ctx, obj, patch); err != nil {
+			if apierrors.IsConflict(err) {
+				return staleObject(ctx)
+			}
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		return ctrl.Result{}, nil
 	}
 	return result, runErr
+}
+
+// lockedPatch is a merge patch from obj as it is now that applies only to its resourceVersion:
+// lists in it (finalizers, conditions) replace the server's whole, so they must not replace a
+// newer version than the one they were computed from.
+func lockedPatch(obj client.Object) client.Patch {
+	return client.MergeFromWithOptions(obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
+}
+
+// staleObject ends a pass whose object was older than the server's (the cache lagged behind a
+// write): nothing of it was written, and the next pass starts from the newer version.
+func staleObject(ctx context.Context) (ctrl.Result, error) {
+	logf.FromContext(ctx).V(1).Info("the object changed since it was read; reading it again")
+	return ctrl.Result{RequeueAfter: NextPassRequeue}, nil
 }
 
 // pass is the state of one reconcile pass.

@@ -150,14 +150,27 @@ func (p *pass) setBlockMove(ctx context.Context, block bool) error {
 	return nil
 }
 
+// errStaleObject marks a write of the object refused because the server holds a newer version
+// than the pass read: the pass ends, and the next one reads the newer version.
+var errStaleObject = errors.New("the object changed since the pass read it")
+
+// staleOr marks a conflict on a write of the object as errStaleObject.
+func staleOr(err error) error {
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("%w: %w", errStaleObject, err)
+	}
+	return err
+}
+
 // patchObject writes what changed on the object since before (metadata or spec, never status)
 // without losing the pass's status: the patch is sent from a copy, since the server's answer
 // carries the stored status, and only the new resourceVersion and generation come back. The
-// pass's own status changes go in its status patch.
+// pass's own status changes go in its status patch. It applies only to the version the pass
+// holds, so a pass started from a lagging cache stops at its first write.
 func (p *pass) patchObject(ctx context.Context, before client.Object) error {
 	sent := p.obj.DeepCopyObject().(client.Object)
-	if err := p.r.Client.Patch(ctx, sent, client.MergeFrom(before)); err != nil {
-		return err
+	if err := p.r.Client.Patch(ctx, sent, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return staleOr(err)
 	}
 	p.obj.SetResourceVersion(sent.GetResourceVersion())
 	p.obj.SetGeneration(sent.GetGeneration())
@@ -276,9 +289,12 @@ func (p *pass) watchActive(ctx context.Context, job *batchv1.Job) (ctrl.Result, 
 // clearActiveJob removes status.activeJob on the server at once, ahead of the pass's own patch.
 func (p *pass) clearActiveJob(ctx context.Context) error {
 	obj := p.obj.DeepCopyObject().(client.Object)
-	if err := p.r.Client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(`{"status":{"activeJob":null}}`))); err != nil {
-		return fmt.Errorf("clearing status.activeJob: %w", err)
+	body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"status":{"activeJob":null}}`, p.obj.GetResourceVersion())
+	if err := p.r.Client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(body))); err != nil {
+		return fmt.Errorf("clearing status.activeJob: %w", staleOr(err))
 	}
+	// The pass's own write: its status patch follows from this version.
+	p.obj.SetResourceVersion(obj.GetResourceVersion())
 	return nil
 }
 
