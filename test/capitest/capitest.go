@@ -36,8 +36,9 @@ func Own(ctx context.Context, c client.Client, obj client.Object) error {
 		labels = map[string]string{}
 	}
 	clusterName := labels[clusterv1.ClusterNameLabel]
-	switch obj.(type) {
-	case *infrav1.TerraformCluster:
+	kind := kindOf(obj)
+	switch kind {
+	case infrav1.ClusterKind.Kind:
 		if clusterName == "" {
 			clusterName = obj.GetName()
 		}
@@ -67,8 +68,8 @@ func Own(ctx context.Context, c client.Client, obj client.Object) error {
 		return fmt.Errorf("creating the bootstrap data Secret: %w", err)
 	}
 	infraRef := clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Name: obj.GetName()}
-	switch obj.(type) {
-	case *infrav1.TerraformMachine:
+	switch kind {
+	case infrav1.MachineKind.Kind:
 		infraRef.Kind = infrav1.MachineKind.Kind
 		machine := &clusterv1.Machine{
 			ObjectMeta: metav1.ObjectMeta{Name: obj.GetName(), Namespace: obj.GetNamespace(), Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}},
@@ -81,7 +82,7 @@ func Own(ctx context.Context, c client.Client, obj client.Object) error {
 			return err
 		}
 		addOwner(obj, machine, "Machine")
-	case *infrav1.TerraformMachinePool:
+	case infrav1.MachinePoolKind.Kind:
 		infraRef.Kind = infrav1.MachinePoolKind.Kind
 		pool := &clusterv1.MachinePool{
 			ObjectMeta: metav1.ObjectMeta{Name: obj.GetName(), Namespace: obj.GetNamespace(), Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}},
@@ -101,6 +102,19 @@ func Own(ctx context.Context, c client.Client, obj client.Object) error {
 		return fmt.Errorf("no Cluster API owner for %T", obj)
 	}
 	return nil
+}
+
+// kindOf is the captf kind of a typed or unstructured object.
+func kindOf(obj client.Object) string {
+	switch obj.(type) {
+	case *infrav1.TerraformCluster:
+		return infrav1.ClusterKind.Kind
+	case *infrav1.TerraformMachine:
+		return infrav1.MachineKind.Kind
+	case *infrav1.TerraformMachinePool:
+		return infrav1.MachinePoolKind.Kind
+	}
+	return obj.GetObjectKind().GroupVersionKind().Kind
 }
 
 // Adopt does what Own does for an object that exists: its owner reference and cluster-name

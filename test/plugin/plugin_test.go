@@ -16,10 +16,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	runsv1alpha1 "github.com/captf/captf/apis/runs/v1alpha1"
+	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/system"
 )
 
@@ -128,12 +131,7 @@ func (s *suite) waitRun(target, op string, attempt int32, phases ...runsv1alpha1
 // waitWhy polls `kubectl captf why` until its output matches.
 func (s *suite) waitWhy(target string, want *regexp.Regexp) string {
 	s.T.Helper()
-	var last result
-	s.eventually(fmt.Sprintf("why %s matches %s", target, want), 2*time.Minute, func() (bool, error) {
-		last = s.captf("", "", "why", target)
-		return last.err == nil && want.MatchString(last.stdout), nil
-	})
-	return last.stdout
+	return s.waitWhyKind(target, "cluster", want)
 }
 
 // TestManualPlanIsShownDeclinedRefusedAndApproved walks a Manual cluster's plan through the
@@ -309,4 +307,45 @@ func names(runs []runsv1alpha1.Run) []string {
 		out = append(out, r.Name)
 	}
 	return out
+}
+
+// TestWhyExplainsWhatClusterAPIHasNotProvided: a machine nobody owns waits for its Machine, and
+// one whose Machine has no bootstrap data yet waits for that; `why` names the wait.
+func TestWhyExplainsWhatClusterAPIHasNotProvided(t *testing.T) {
+	s := newSuite(t)
+	machine := func(name string) *infrav1.TerraformMachine {
+		m := &infrav1.TerraformMachine{}
+		m.Name, m.Namespace = name, s.NS
+		m.Spec.Source.Image = system.SampleNoopImage
+		return m
+	}
+	if err := s.C.Create(s.Ctx, machine("orphan")); err != nil {
+		t.Fatal(err)
+	}
+	out := s.waitWhyKind("orphan", "machine", regexp.MustCompile(`Cluster API: WaitingForOwner: waiting for Cluster API to make a Machine the owner`))
+	if !strings.Contains(out, "Decision: start nothing (DependenciesNotReady)") {
+		t.Fatalf("why of a machine without an owner:\n%s", out)
+	}
+	unready := machine("unready")
+	if err := capitest.Own(s.Ctx, s.C, unready); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.C.Delete(s.Ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.NS, Name: "unready-bootstrap"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.C.Create(s.Ctx, unready); err != nil {
+		t.Fatal(err)
+	}
+	out = s.waitWhyKind("unready", "machine", regexp.MustCompile(`Cluster API: WaitingForBootstrapData: waiting for the bootstrap data Secret unready-bootstrap of Machine unready`))
+	t.Logf("kubectl captf why unready --kind=machine:\n%s", out)
+}
+
+func (s *suite) waitWhyKind(target, kind string, want *regexp.Regexp) string {
+	s.T.Helper()
+	var last result
+	s.eventually(fmt.Sprintf("why %s matches %s", target, want), 2*time.Minute, func() (bool, error) {
+		last = s.captf("", "", "why", target, "--kind="+kind)
+		return last.err == nil && want.MatchString(last.stdout), nil
+	})
+	return last.stdout
 }

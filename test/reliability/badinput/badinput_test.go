@@ -32,6 +32,7 @@ import (
 	"github.com/captf/captf/controller/metrics"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/reliability/rel"
 	"github.com/captf/captf/test/testenv"
 )
@@ -131,6 +132,12 @@ func TestBadInputCorpus(t *testing.T) {
 			}}
 			if len(bc.Annotations) > 0 {
 				obj.SetAnnotations(bc.Annotations)
+			}
+			if bc.Expect.Reject == "" || bc.Update != nil {
+				// An object the API accepts gets the owner Cluster API would give it.
+				if err := capitest.Own(ctx, c, obj); err != nil {
+					t.Fatal(err)
+				}
 			}
 			err = c.Create(ctx, obj)
 			if bc.Expect.Reject != "" && bc.Update == nil {
