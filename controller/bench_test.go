@@ -211,7 +211,7 @@ func BenchmarkController(b *testing.B) {
 	// a cluster owned by the Cluster of its own name.
 	renderedHash := func(i int, release string) (string, error) {
 		in := contract.Inputs{Role: contract.RoleCluster, ClusterName: name(i), Namespace: ns, Kind: infrav1.ClusterKind.Kind, Name: name(i)}
-		r, err := inputs.Render("modules/net:v1", in.Variables(), variables(release), nil)
+		r, err := inputs.Render("modules/net:v1", in.Variables(), variables(release), nil, nil)
 		return r.Hash, err
 	}
 	stateDoc, _ := state.Compress([]byte(`{"version":4,"serial":1,"lineage":"l","resources":[{"mode":"managed","type":"terraform_data","name":"r","instances":[{}]}]}`))

@@ -125,6 +125,8 @@ const (
 	ReasonWaitingForOwnerMachinePool      = "WaitingForOwnerMachinePool"
 	ReasonClusterNotTerraform             = "ClusterNotTerraform"
 	ReasonOwnerMismatch                   = "OwnerMismatch"
+	ReasonVariablesSourceNotFound         = "VariablesSourceNotFound"
+	ReasonVariablesInvalid                = "VariablesInvalid"
 	ReasonWaitingForOwner                 = "WaitingForOwner"
 	ReasonWaitingForClusterInfrastructure = "WaitingForClusterInfrastructure"
 	ReasonWaitingForClusterExports        = "WaitingForClusterExports"

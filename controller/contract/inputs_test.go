@@ -17,7 +17,7 @@ import (
 func valuesOf(t *testing.T, in Inputs) (map[string]any, map[string]inputs.Variable) {
 	t.Helper()
 	vars := in.Variables()
-	rendered, err := inputs.Render("img", vars, nil, nil)
+	rendered, err := inputs.Render("img", vars, nil, nil, nil)
 	if err != nil {
 		t.Fatalf("rendering the inputs: %v", err)
 	}

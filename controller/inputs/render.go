@@ -86,11 +86,38 @@ type Variable struct {
 	Value any
 }
 
+// Sourced is a variable read from a ConfigMap or Secret of spec.variablesFrom.
+type Sourced struct {
+	Name string
+	// Value is a JSON value.
+	Value json.RawMessage
+	// Sensitive is set for a value from a Secret.
+	Sensitive bool
+}
+
+// NameProblem says why name cannot be a variable the object sets, "" when it can. contract are
+// the names of the inputs captf gives the module of the object's role.
+func NameProblem(name string, contract map[string]bool) string {
+	switch {
+	case !variableName.MatchString(name):
+		return "must start with a letter or underscore and hold only letters, digits, underscores and dashes"
+	case metaArguments[name]:
+		return "is a meta-argument of a module block and cannot be a variable name"
+	case strings.HasPrefix(name, ReservedPrefix):
+		return "starts with " + ReservedPrefix + ", which captf keeps for its own inputs"
+	case contract[name]:
+		return "is an input captf gives the module of this kind, and cannot be set"
+	}
+	return ""
+}
+
 // Render builds the root module and the variables file. contract are the inputs captf gives
 // the module of the object's role; variables is the raw JSON object of spec.variables (nil for
-// none); image is the module image reference, part of the hash because a new image is a new
-// apply. Invalid variables are reported with their field paths under path.
-func Render(image string, contract []Variable, variables []byte, path *field.Path) (Rendered, error) {
+// none), which wins over sourced, the variables of spec.variablesFrom in order (a later one
+// wins); image is the module image reference, part of the hash because a new image is a new
+// apply. Invalid variables are reported with their field paths under path. A variable whose
+// value came from a Secret is declared sensitive.
+func Render(image string, contract []Variable, variables []byte, sourced []Sourced, path *field.Path) (Rendered, error) {
 	vars := map[string]json.RawMessage{}
 	if len(bytes.TrimSpace(variables)) > 0 && !bytes.Equal(bytes.TrimSpace(variables), []byte("null")) {
 		if err := json.Unmarshal(variables, &vars); err != nil {
@@ -124,22 +151,39 @@ func Render(image string, contract []Variable, variables []byte, path *field.Pat
 		canonicalVars[v.Name] = v.Value
 	}
 	for _, name := range names {
-		switch {
-		case !variableName.MatchString(name):
-			errs = append(errs, field.Invalid(path.Key(name), name, "must start with a letter or underscore and hold only letters, digits, underscores and dashes"))
-		case metaArguments[name]:
-			errs = append(errs, field.Invalid(path.Key(name), name, "is a meta-argument of a module block and cannot be a variable name"))
-		case strings.HasPrefix(name, ReservedPrefix):
-			errs = append(errs, field.Invalid(path.Key(name), name, "starts with "+ReservedPrefix+", which captf keeps for its own inputs"))
-		case contractNames[name]:
-			errs = append(errs, field.Invalid(path.Key(name), name, "is an input captf gives the module of this kind, and cannot be set"))
-		default:
-			variableBlocks[name] = map[string]any{}
-			module[name] = "${var." + name + "}"
+		if problem := NameProblem(name, contractNames); problem != "" {
+			errs = append(errs, field.Invalid(path.Key(name), name, problem))
 		}
 	}
 	if len(errs) > 0 {
 		return Rendered{}, errs.ToAggregate()
+	}
+	// Sourced variables first, so a later source and then spec.variables win.
+	sensitive := map[string]bool{}
+	for _, v := range sourced {
+		if problem := NameProblem(v.Name, contractNames); problem != "" {
+			return Rendered{}, fmt.Errorf("variable %s from spec.variablesFrom %s", v.Name, problem)
+		}
+		var value any
+		if err := decodeValue(v.Value, &value); err != nil {
+			return Rendered{}, fmt.Errorf("variable %s from spec.variablesFrom: %w", v.Name, err)
+		}
+		canonicalVars[v.Name], sensitive[v.Name] = value, v.Sensitive
+	}
+	for _, name := range names {
+		var value any
+		if err := decodeValue(vars[name], &value); err != nil {
+			return Rendered{}, field.Invalid(path.Key(name), "<json>", err.Error())
+		}
+		canonicalVars[name], sensitive[name] = value, false
+	}
+	for name := range sensitive {
+		block := map[string]any{}
+		if sensitive[name] {
+			block["sensitive"] = true
+		}
+		variableBlocks[name] = block
+		module[name] = "${var." + name + "}"
 	}
 
 	root := map[string]any{
@@ -156,15 +200,6 @@ func Render(image string, contract []Variable, variables []byte, path *field.Pat
 	if err != nil {
 		return Rendered{}, fmt.Errorf("rendering %s: %w", MainFile, err)
 	}
-	for _, name := range names {
-		var value any
-		dec := json.NewDecoder(bytes.NewReader(vars[name]))
-		dec.UseNumber() // numbers keep their literal text, so the hash does not move with float rounding
-		if err := dec.Decode(&value); err != nil {
-			return Rendered{}, field.Invalid(path.Key(name), "<json>", err.Error())
-		}
-		canonicalVars[name] = value
-	}
 	varsFile, err := jobs.CanonicalJSON(canonicalVars)
 	if err != nil {
 		return Rendered{}, fmt.Errorf("rendering %s: %w", VarsFile, err)
@@ -174,6 +209,14 @@ func Render(image string, contract []Variable, variables []byte, path *field.Pat
 		return r, &TooLargeError{Size: r.Size()}
 	}
 	return r, nil
+}
+
+// decodeValue decodes one JSON value; numbers keep their literal text, so the hash does not move
+// with float rounding.
+func decodeValue(raw json.RawMessage, into *any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	return dec.Decode(into)
 }
 
 // Hash is the inputs hash over an image reference and the two rendered files.

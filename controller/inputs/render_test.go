@@ -97,7 +97,7 @@ func TestRenderRejectsBadVariables(t *testing.T) {
 		{"an input of the role is reserved", `{"machine_name":"x"}`, "spec.variables[machine_name]"},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
-			_, err := Render("img", []Variable{{Name: "machine_name", Type: "string", Value: "m"}}, []byte(tc.variables), variablesPath)
+			_, err := Render("img", []Variable{{Name: "machine_name", Type: "string", Value: "m"}}, []byte(tc.variables), nil, variablesPath)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -114,7 +114,7 @@ func TestRenderDeclaresTheInputsOfTheRole(t *testing.T) {
 		{Name: "bootstrap_data", Type: "string", Sensitive: true, Value: "Ym9vdA=="},
 		{Name: "failure_domain", Type: "string", Nullable: true, Value: nil},
 	}
-	r, err := Render("img", contract, []byte(`{"region":"eu"}`), variablesPath)
+	r, err := Render("img", contract, []byte(`{"region":"eu"}`), nil, variablesPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func hasKey(m map[string]any, key string) bool {
 
 func TestRenderRejectsInputsBeyondTheLimit(t *testing.T) {
 	big := `{"blob":"` + strings.Repeat("x", MaxBytes) + `"}`
-	r, err := Render("img", nil, []byte(big), variablesPath)
+	r, err := Render("img", nil, []byte(big), nil, variablesPath)
 	var tooLarge *TooLargeError
 	if !errors.As(err, &tooLarge) {
 		t.Fatalf("err = %v, want TooLargeError", err)
@@ -169,7 +169,7 @@ func TestRenderRejectsInputsBeyondTheLimit(t *testing.T) {
 func TestRenderAtTheLimitIsAccepted(t *testing.T) {
 	r := mustRender(t, "img", `{"blob":""}`)
 	pad := MaxBytes - r.Size()
-	r, err := Render("img", nil, []byte(`{"blob":"`+strings.Repeat("x", pad)+`"}`), variablesPath)
+	r, err := Render("img", nil, []byte(`{"blob":"`+strings.Repeat("x", pad)+`"}`), nil, variablesPath)
 	if err != nil || r.Size() != MaxBytes {
 		t.Fatalf("size %d, err %v; want exactly %d accepted", r.Size(), err, MaxBytes)
 	}
@@ -177,7 +177,7 @@ func TestRenderAtTheLimitIsAccepted(t *testing.T) {
 
 func mustRender(t *testing.T, image, variables string) Rendered {
 	t.Helper()
-	r, err := Render(image, nil, []byte(variables), variablesPath)
+	r, err := Render(image, nil, []byte(variables), nil, variablesPath)
 	if err != nil {
 		t.Fatalf("Render(%s): %v", variables, err)
 	}
@@ -185,4 +185,47 @@ func mustRender(t *testing.T, image, variables string) Rendered {
 		t.Fatalf("hash %q lacks the prefix %q", r.Hash, HashPrefix)
 	}
 	return r
+}
+
+func TestRenderMergesSourcedVariables(t *testing.T) {
+	sourced := []Sourced{
+		{Name: "region", Value: []byte(`"from-configmap"`)},
+		{Name: "token", Value: []byte(`"s3cret"`), Sensitive: true},
+		{Name: "region", Value: []byte(`"later-source"`)},
+		{Name: "password", Value: []byte(`"hunter2"`), Sensitive: true},
+	}
+	r, err := Render("img", nil, []byte(`{"password":"inline","size":3}`), sourced, variablesPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root struct {
+		Variable map[string]map[string]any `json:"variable"`
+		Module   map[string]map[string]any `json:"module"`
+	}
+	var vars map[string]any
+	if err := json.Unmarshal(r.Main, &root); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(r.Vars, &vars); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		rule string
+		got  any
+		want any
+	}{
+		{"a later source wins over an earlier one", vars["region"], "later-source"},
+		{"spec.variables wins over every source", vars["password"], "inline"},
+		{"a value from a Secret is sensitive", root.Variable["token"]["sensitive"], true},
+		{"a Secret's value overridden inline is not sensitive", root.Variable["password"]["sensitive"], nil},
+		{"a value from a ConfigMap is not sensitive", root.Variable["region"]["sensitive"], nil},
+		{"a sourced variable is passed to the module", root.Module["workspace"]["token"], "${var.token}"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.rule, tc.got, tc.want)
+		}
+	}
+	if _, err := Render("img", nil, nil, []Sourced{{Name: "captf_x", Value: []byte(`1`)}}, variablesPath); err == nil || !strings.Contains(err.Error(), "captf_x") {
+		t.Errorf("a reserved sourced name: %v", err)
+	}
 }

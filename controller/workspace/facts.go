@@ -101,7 +101,7 @@ func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj 
 	if f.Dependencies, err = r.dependencies(ctx, reader, obj, durableVars); err != nil {
 		return f, err
 	}
-	f.Rendered, f.RenderErr = inputs.Render(spec.Source.Image, contractVariables(f.Dependencies), variables, field.NewPath("spec", "variables"))
+	f.Rendered, f.RenderErr = inputs.Render(spec.Source.Image, contractVariables(f.Dependencies), variables, f.Dependencies.Sourced, field.NewPath("spec", "variables"))
 	f.Input = r.decideInput(obj, f, st, stateErr, retained, restore, now)
 	if f.Input.Deleting && r.Kind == jobs.KindCluster {
 		found, err := dependents(ctx, reader, obj)

@@ -41,6 +41,8 @@ type Dependencies struct {
 	Message string
 	// Inputs are the contract inputs, complete only when Status is True.
 	Inputs contract.Inputs
+	// Sourced are the variables of spec.variablesFrom.
+	Sourced []inputs.Sourced
 }
 
 // Ready reports whether a run may start.
@@ -92,15 +94,28 @@ func (r *Reconciler) dependencies(ctx context.Context, reader client.Reader, obj
 		Role: contract.RoleOf(r.KindInfo), Namespace: obj.GetNamespace(), Kind: r.KindInfo.Kind, Name: obj.GetName(),
 		Template: obj.GetAnnotations()[clusterv1.TemplateClonedFromNameAnnotation],
 	}
+	var deps Dependencies
+	var err error
 	switch o := obj.(type) {
 	case *infrav1.TerraformCluster:
-		return r.clusterDependencies(ctx, reader, o, in, durableVars)
+		deps, err = r.clusterDependencies(ctx, reader, o, in, durableVars)
 	case *infrav1.TerraformMachine:
-		return r.machineDependencies(ctx, reader, o, in)
+		deps, err = r.machineDependencies(ctx, reader, o, in)
 	case *infrav1.TerraformMachinePool:
-		return r.poolDependencies(ctx, reader, o, in)
+		deps, err = r.poolDependencies(ctx, reader, o, in)
+	default:
+		return Dependencies{}, fmt.Errorf("no owner lookup for %T", obj)
 	}
-	return Dependencies{}, fmt.Errorf("no owner lookup for %T", obj)
+	if err != nil || !deps.Ready() || !r.KindInfo.InputsMutable(obj) {
+		// A provisioned machine runs its recorded inputs: its sources are not read again.
+		return deps, err
+	}
+	sourced, problem, err := sourcedVariables(ctx, reader, obj, in.Role)
+	if err != nil || problem.Status != "" {
+		return problem, err
+	}
+	deps.Sourced = sourced
+	return deps, nil
 }
 
 // getOwner reads the owner an owner reference names. found is false when it is gone, or Cluster

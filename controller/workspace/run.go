@@ -75,9 +75,21 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 			plan = *slot
 		}
 		setWaiting(p.status(), p.stamp(), d.Reason, plan, p.obj.GetNamespace())
-		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+		return ctrl.Result{RequeueAfter: p.nextLook(d.RequeueAfter)}, nil
 	}
 	return p.start(ctx, d, f.Rendered, f.RenderErr == nil, f.Input.InterruptedApply)
+}
+
+// SourcesRequeue is how long an object with spec.variablesFrom waits at most before its
+// sources are read again: they are not watched, and a changed value is a new input.
+const SourcesRequeue = time.Minute
+
+// nextLook is when to look again after a decision that starts nothing.
+func (p *pass) nextLook(after time.Duration) time.Duration {
+	if len(p.obj.WorkspaceSpec().VariablesFrom) > 0 && p.r.KindInfo.InputsMutable(p.obj) && (after == 0 || after > SourcesRequeue) {
+		return SourcesRequeue
+	}
+	return after
 }
 
 // followActiveJob keeps status.activeJob true to the Jobs. running is set when a Job runs (or

@@ -99,7 +99,7 @@ func TestRunnerEndToEnd(t *testing.T) {
 	// Only this test's agent may bind the pod.
 	job.Spec.Template.Labels[testLabel] = f.cfg.NodeName
 
-	rendered, err := inputs.Render(moduleImage, nil, []byte(`{"name":"e2e"}`), field.NewPath("spec", "variables"))
+	rendered, err := inputs.Render(moduleImage, nil, []byte(`{"name":"e2e"}`), nil, field.NewPath("spec", "variables"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -322,7 +322,7 @@ func TestWhyExplainsWhatClusterAPIHasNotProvided(t *testing.T) {
 	if err := s.C.Create(s.Ctx, machine("orphan")); err != nil {
 		t.Fatal(err)
 	}
-	out := s.waitWhyKind("orphan", "machine", regexp.MustCompile(`Cluster API: WaitingForOwner: waiting for Cluster API to make a Machine the owner`))
+	out := s.waitWhyKind("orphan", "machine", regexp.MustCompile(`Waits for: WaitingForOwner: waiting for Cluster API to make a Machine the owner`))
 	if !strings.Contains(out, "Decision: start nothing (DependenciesNotReady)") {
 		t.Fatalf("why of a machine without an owner:\n%s", out)
 	}
@@ -336,7 +336,7 @@ func TestWhyExplainsWhatClusterAPIHasNotProvided(t *testing.T) {
 	if err := s.C.Create(s.Ctx, unready); err != nil {
 		t.Fatal(err)
 	}
-	out = s.waitWhyKind("unready", "machine", regexp.MustCompile(`Cluster API: WaitingForBootstrapData: waiting for the bootstrap data Secret unready-bootstrap of Machine unready`))
+	out = s.waitWhyKind("unready", "machine", regexp.MustCompile(`Waits for: WaitingForBootstrapData: waiting for the bootstrap data Secret unready-bootstrap of Machine unready`))
 	t.Logf("kubectl captf why unready --kind=machine:\n%s", out)
 }
 

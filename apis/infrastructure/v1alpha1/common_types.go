@@ -21,10 +21,65 @@ type WorkspaceSpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Variables *apiextensionsv1.JSON `json:"variables,omitempty"`
 
+	// variablesFrom are ConfigMaps and Secrets of the object's namespace whose keys become
+	// variables, so secret values need not sit in spec.variables. A source must carry the label
+	// captf.io/variables=true. Later sources win over earlier ones, and spec.variables over all.
+	// A variable whose value comes from a Secret is sensitive in the rendered root.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	VariablesFrom []VariablesSource `json:"variablesFrom,omitempty"`
+
 	// jobs is the policy of the Jobs that run this object's operations.
 	// +optional
 	Jobs JobPolicy `json:"jobs,omitempty"`
 }
+
+// VariablesSource is a ConfigMap or a Secret whose keys become variables.
+// +kubebuilder:validation:XValidation:rule="has(self.configMapRef) != has(self.secretRef)",message="exactly one of configMapRef and secretRef must be set"
+type VariablesSource struct {
+	// configMapRef names a ConfigMap in the object's namespace; binaryData keys count as data.
+	// +optional
+	ConfigMapRef *SourceReference `json:"configMapRef,omitempty"`
+
+	// secretRef names a Secret in the object's namespace.
+	// +optional
+	SecretRef *SourceReference `json:"secretRef,omitempty"`
+
+	// optional lets the object run without the source while it does not exist.
+	// +optional
+	Optional bool `json:"optional,omitempty"`
+
+	// format says how each value is read: String passes it as a string (the module's variable
+	// type converts it), JSON parses it as a JSON value.
+	// +optional
+	// +kubebuilder:default=String
+	// +kubebuilder:validation:Enum=String;JSON
+	Format VariablesFormat `json:"format,omitempty"`
+}
+
+// SourceReference names an object in the same namespace.
+type SourceReference struct {
+	// name of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// VariablesFormat is how the values of a variables source are read.
+type VariablesFormat string
+
+// The formats of a variables source.
+const (
+	VariablesFormatString VariablesFormat = "String"
+	VariablesFormatJSON   VariablesFormat = "JSON"
+)
+
+// VariablesLabel opts a ConfigMap or Secret in as a variables source: without it, a source is
+// treated as missing, so spec.variablesFrom cannot read any Secret of the namespace.
+const VariablesLabel = "captf.io/variables"
 
 // SourceSpec names the module image.
 type SourceSpec struct {

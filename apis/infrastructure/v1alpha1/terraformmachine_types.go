@@ -8,6 +8,7 @@ import (
 // variables are immutable: a machine is replaced, never re-rendered.
 // +kubebuilder:validation:XValidation:rule="self.source == oldSelf.source",message="source is immutable",fieldPath=".source"
 // +kubebuilder:validation:XValidation:rule="has(self.variables) == has(oldSelf.variables) && (!has(self.variables) || self.variables == oldSelf.variables)",message="variables are immutable",fieldPath=".variables"
+// +kubebuilder:validation:XValidation:rule="has(self.variablesFrom) == has(oldSelf.variablesFrom) && (!has(self.variablesFrom) || self.variablesFrom == oldSelf.variablesFrom)",message="variablesFrom is immutable",fieldPath=".variablesFrom"
 type TerraformMachineSpec struct {
 	WorkspaceSpec `json:",inline"`
 

@@ -65,6 +65,20 @@ func TestTheAPIServerRejectsInvalidSpecsWithAFieldPath(t *testing.T) {
 		{"the apply policy is Automatic or Manual", func(c *infrav1.TerraformCluster) { c.Spec.ApplyPolicy = "Sometimes" }, "spec.applyPolicy"},
 		{"the drift action is Report or Remediate", func(c *infrav1.TerraformCluster) { c.Spec.Drift.Action = "Ignore" }, "spec.drift.action"},
 		{"variables are a JSON object", func(c *infrav1.TerraformCluster) { c.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(`[1]`)} }, "spec.variables"},
+		{"a variables source names a ConfigMap or a Secret", func(c *infrav1.TerraformCluster) {
+			c.Spec.VariablesFrom = []infrav1.VariablesSource{{Optional: true}}
+		}, "spec.variablesFrom[0]"},
+		{"a variables source names not both", func(c *infrav1.TerraformCluster) {
+			c.Spec.VariablesFrom = []infrav1.VariablesSource{{ConfigMapRef: &infrav1.SourceReference{Name: "a"}, SecretRef: &infrav1.SourceReference{Name: "a"}}}
+		}, "spec.variablesFrom[0]"},
+		{"a variables source's format is String or JSON", func(c *infrav1.TerraformCluster) {
+			c.Spec.VariablesFrom = []infrav1.VariablesSource{{SecretRef: &infrav1.SourceReference{Name: "a"}, Format: "YAML"}}
+		}, "spec.variablesFrom[0].format"},
+		{"at most 16 variables sources", func(c *infrav1.TerraformCluster) {
+			for i := 0; i < 17; i++ {
+				c.Spec.VariablesFrom = append(c.Spec.VariablesFrom, infrav1.VariablesSource{SecretRef: &infrav1.SourceReference{Name: "a"}})
+			}
+		}, "spec.variablesFrom"},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			err := c.Create(context.Background(), cluster("bad-"+string(rune('a'+i)), tc.mutate))
@@ -97,6 +111,7 @@ func TestMachineSourceAndVariablesAreImmutable(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "default"},
 		Spec: infrav1.TerraformMachineSpec{WorkspaceSpec: infrav1.WorkspaceSpec{
 			Source: infrav1.SourceSpec{Image: "modules/vm:v1"}, Variables: &apiextensionsv1.JSON{Raw: []byte(`{"size":"s"}`)},
+			VariablesFrom: []infrav1.VariablesSource{{SecretRef: &infrav1.SourceReference{Name: "creds"}}},
 		}},
 	}
 	if err := c.Create(ctx, m); err != nil {
@@ -110,6 +125,8 @@ func TestMachineSourceAndVariablesAreImmutable(t *testing.T) {
 		{"the source is immutable", func(m *infrav1.TerraformMachine) { m.Spec.Source.Image = "modules/vm:v2" }, "spec.source"},
 		{"the variables are immutable", func(m *infrav1.TerraformMachine) { m.Spec.Variables.Raw = []byte(`{"size":"l"}`) }, "spec.variables"},
 		{"the variables cannot be removed", func(m *infrav1.TerraformMachine) { m.Spec.Variables = nil }, "spec.variables"},
+		{"the variables sources are immutable", func(m *infrav1.TerraformMachine) { m.Spec.VariablesFrom[0].SecretRef.Name = "other" }, "spec.variablesFrom"},
+		{"the variables sources cannot be removed", func(m *infrav1.TerraformMachine) { m.Spec.VariablesFrom = nil }, "spec.variablesFrom"},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			var current infrav1.TerraformMachine

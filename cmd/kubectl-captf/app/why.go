@@ -169,7 +169,7 @@ func (w *Why) Print(out io.Writer) error {
 		fmt.Fprintf(&b, "Waits for: %s\n", w.Dependents)
 	}
 	if deps := w.Dependencies; deps.Status != "" && !deps.Ready() {
-		fmt.Fprintf(&b, "Cluster API: %s: %s\n", deps.Reason, deps.Message)
+		fmt.Fprintf(&b, "Waits for: %s: %s\n", deps.Reason, deps.Message)
 	}
 	if d.Backoff != nil {
 		fmt.Fprintf(&b, "Backoff:  %d counted failure(s), delay %s, retry %s (%s)\n", d.Backoff.Failures, d.Backoff.Delay,

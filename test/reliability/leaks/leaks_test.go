@@ -25,6 +25,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -48,7 +49,14 @@ func TestSecretsNeverLeak(t *testing.T) {
 	ctx := context.Background()
 	c, ns := sys.NewNamespace(t, "leaks")
 	kube := kubernetes.NewForConfigOrDie(sys.Env.Config)
-	markers := []string{"mk1-" + fmt.Sprint(time.Now().UnixNano()) + "-zq", "mk2-" + fmt.Sprint(time.Now().UnixNano()) + "-xj"}
+	markers := []string{"mk1-" + fmt.Sprint(time.Now().UnixNano()) + "-zq", "mk2-" + fmt.Sprint(time.Now().UnixNano()) + "-xj", "mk3-" + fmt.Sprint(time.Now().UnixNano()) + "-vw"}
+	// The third marker reaches the module from a Secret (spec.variablesFrom), as a sensitive
+	// variable.
+	source := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "leak-vars", Namespace: ns, Labels: map[string]string{infrav1.VariablesLabel: "true"}},
+		StringData: map[string]string{"size": markers[2]}}
+	if err := c.Create(ctx, source); err != nil {
+		t.Fatal(err)
+	}
 
 	tc := &infrav1.TerraformCluster{}
 	tc.Name, tc.Namespace = "secret", ns
@@ -56,6 +64,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	tc.Spec.ApplyPolicy = infrav1.ApplyPolicyManual
 	tc.Spec.Drift.IntervalSeconds = ptr.To[int64](0)
 	tc.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf(`{"name":%q}`, markers[0]))}
+	tc.Spec.VariablesFrom = []infrav1.VariablesSource{{SecretRef: &infrav1.SourceReference{Name: source.Name}}}
 	if err := capitest.Own(ctx, c, tc); err != nil {
 		t.Fatal(err)
 	}
