@@ -1,6 +1,7 @@
 package workspace_test
 
 import (
+	"slices"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -254,5 +255,34 @@ func TestAMachinesOutputsSurviveTheWritesOfTheSamePass(t *testing.T) {
 	wantCond(t, tm, conditions.OutputsValid, metav1.ConditionTrue, conditions.ReasonOutputsValid)
 	if job := h.runningJob(jobs.KindMachine, "m1"); jobs.OpOf(&job) != jobs.OpRefresh || tm.Annotations[workspace.BlockMoveAnnotation] != "true" {
 		t.Fatalf("op %s, annotations %v: want the refresh after apply running behind block-move", jobs.OpOf(&job), tm.Annotations)
+	}
+}
+
+// A foreground deletion would let the garbage collector take the state before the destroy: the
+// pass removes its finalizer first, and the deletion then runs as any other.
+func TestAForegroundDeletionIsConvertedBeforeTheDestroy(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.appliedCluster("web")
+	foreground := metav1.DeletePropagationForeground
+	if err := h.c.Delete(h.ctx, tc, &client.DeleteOptions{PropagationPolicy: &foreground}); err != nil {
+		t.Fatal(err)
+	}
+	h.get(tc)
+	if !slices.Contains(tc.Finalizers, metav1.FinalizerDeleteDependents) {
+		t.Fatalf("finalizers = %v, want foregroundDeletion set by the API server", tc.Finalizers)
+	}
+	h.settle(tc)
+	h.get(tc)
+	if slices.Contains(tc.Finalizers, metav1.FinalizerDeleteDependents) {
+		t.Fatalf("finalizers = %v: foregroundDeletion stayed", tc.Finalizers)
+	}
+	if h.stateSecret(jobs.KindCluster, "web") == nil {
+		t.Fatal("the state is gone before the destroy")
+	}
+	if countPrefix(h.events(), "Normal ForegroundDeletionConverted") != 1 {
+		t.Error("no ForegroundDeletionConverted event")
+	}
+	if job := h.runningJob(jobs.KindCluster, "web"); jobs.OpOf(&job) != jobs.OpDestroy {
+		t.Fatalf("running %s, want the destroy", jobs.OpOf(&job))
 	}
 }

@@ -101,6 +101,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if !obj.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(obj, metav1.FinalizerDeleteDependents) {
+		return r.convertForegroundDeletion(ctx, obj)
+	}
 	if externallyManaged(obj) {
 		// Someone else manages the infrastructure: nothing is provisioned or written.
 		return r.releaseExternallyManaged(ctx, obj)
@@ -167,6 +170,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	return result, runErr
+}
+
+// convertForegroundDeletion turns a foreground deletion into a background one: the garbage
+// collector would otherwise delete what the object owns (its state, durable inputs and Jobs)
+// before the object, so before the destroy that needs them ran.
+func (r *Reconciler) convertForegroundDeletion(ctx context.Context, obj infrav1.Workspace) (ctrl.Result, error) {
+	patch := lockedPatch(obj)
+	controllerutil.RemoveFinalizer(obj, metav1.FinalizerDeleteDependents)
+	if err := r.Client.Patch(ctx, obj, patch); err != nil {
+		if apierrors.IsConflict(err) {
+			return staleObject(ctx)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	logf.FromContext(ctx).Info("removed the foregroundDeletion finalizer: the destroy runs before the garbage collector takes what the object owns")
+	r.newPass(obj).event(nil, corev1.EventTypeNormal, EventForegroundDeletionConverted, "Deleted in the foreground: the %s finalizer was removed so the destroy runs before the garbage collector takes the state and Jobs", metav1.FinalizerDeleteDependents)
+	return ctrl.Result{RequeueAfter: NextPassRequeue}, nil
 }
 
 // lockedPatch is a merge patch from obj as it is now that applies only to its resourceVersion:
