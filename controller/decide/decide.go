@@ -40,6 +40,8 @@ const (
 	// Abandoned: a deleted object whose infrastructure a person abandoned
 	// (captf.io/abandon-infrastructure=<uid>) is let go without a destroy.
 	Abandoned = "Abandoned"
+	// MembershipRefresh: a pool's members are read again on their own schedule.
+	MembershipRefresh = "MembershipRefresh"
 	// WaitingForDependents: a deleted cluster waits until its machines and pools are gone.
 	WaitingForDependents = "WaitingForDependents"
 	// DependenciesNotReady: what a run needs from Cluster API is not there (DependenciesReady
@@ -59,9 +61,12 @@ const (
 	DependentsRequeue = 30 * time.Second
 	// DependenciesRequeue looks again for what Cluster API has not provided yet; most of it
 	// is watched, but the bootstrap data Secret is not.
-	DependenciesRequeue    = 20 * time.Second
-	DefaultDriftInterval   = 30 * time.Minute
-	maxJitterFractionDenom = 10 // jitter is at most a tenth of the interval
+	DependenciesRequeue  = 20 * time.Second
+	DefaultDriftInterval = 30 * time.Minute
+	// DefaultMembershipRefresh and MembershipConvergingInterval are a pool's refresh periods.
+	DefaultMembershipRefresh     = time.Minute
+	MembershipConvergingInterval = 30 * time.Second
+	maxJitterFractionDenom       = 10 // jitter is at most a tenth of the interval
 )
 
 // Input holds the facts a decision is made from.
@@ -113,6 +118,12 @@ type Input struct {
 	ApprovedDestructive string
 	// Restore is a requested state restore, if any.
 	Restore *Restore
+
+	// MembershipRefresh is how often a pool's members are read again with a refresh; 0 for
+	// kinds without members. MembershipConverging shortens it to MembershipConvergingInterval
+	// while the pool's provider IDs and replicas disagree or its health is pending.
+	MembershipRefresh    time.Duration
+	MembershipConverging bool
 }
 
 // Plan is the plan of a Manual object that waits for approval.
@@ -326,9 +337,14 @@ func (in Input) schedule() Decision {
 			return in.start(jobs.OpRefresh, RefreshAfterApply)
 		}
 	}
+	membership := in.membershipDue()
+	if membership.Reason != "" {
+		// Due: started, or held back by its backoff.
+		return membership
+	}
 	interval := DriftInterval(in.Drift)
 	if interval <= 0 {
-		return Decision{Reason: UpToDate}
+		return Decision{Reason: UpToDate, RequeueAfter: membership.RequeueAfter}
 	}
 	base := in.LastDriftCheck
 	if base.IsZero() {
@@ -340,9 +356,33 @@ func (in Input) schedule() Decision {
 	}
 	due := base.Add(interval + Jitter(in.UID, interval))
 	if in.Now.Before(due) {
-		return Decision{Reason: UpToDate, RequeueAfter: due.Sub(in.Now)}
+		wait := due.Sub(in.Now)
+		if membership.RequeueAfter > 0 && membership.RequeueAfter < wait {
+			wait = membership.RequeueAfter
+		}
+		return Decision{Reason: UpToDate, RequeueAfter: wait}
 	}
 	return in.start(jobs.OpDrift, DriftDue)
+}
+
+// membershipDue starts a pool's membership refresh when its period has passed since the last
+// refresh (or apply); otherwise it says when it will be due.
+func (in Input) membershipDue() Decision {
+	if in.MembershipRefresh <= 0 {
+		return Decision{}
+	}
+	period := in.MembershipRefresh
+	if in.MembershipConverging && period > MembershipConvergingInterval {
+		period = MembershipConvergingInterval
+	}
+	base := in.LastRefresh
+	if _, applied, ok := jobs.NewestSuccess(in.Jobs, jobs.OpApply); ok && applied.After(base) {
+		base = applied
+	}
+	if due := base.Add(period); in.Now.Before(due) {
+		return Decision{RequeueAfter: due.Sub(in.Now)}
+	}
+	return in.start(jobs.OpRefresh, MembershipRefresh)
 }
 
 // start chooses op unless its backoff window holds it back.

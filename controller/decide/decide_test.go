@@ -176,6 +176,24 @@ func TestDecide(t *testing.T) {
 			in.Kind, in.LastRefresh = jobs.KindMachinePool, at(3)
 		}, jobs.OpRefresh, RefreshAfterApply, false, 0},
 		{"a cluster does not refresh after apply", func(in *Input) {}, "", UpToDate, false, 0},
+		{"a pool refreshes its members one period after its last refresh", func(in *Input) {
+			in.Kind, in.MembershipRefresh, in.LastRefresh = jobs.KindMachinePool, time.Minute, at(998)
+		}, jobs.OpRefresh, MembershipRefresh, false, 0},
+		{"a pool's membership refresh waits for its period", func(in *Input) {
+			in.Kind, in.MembershipRefresh, in.LastRefresh = jobs.KindMachinePool, 5*time.Minute, at(998)
+		}, "", UpToDate, false, 3 * time.Minute},
+		{"a converging pool refreshes every 30 seconds", func(in *Input) {
+			in.Kind, in.MembershipRefresh, in.MembershipConverging = jobs.KindMachinePool, 5*time.Minute, true
+			in.LastRefresh = in.Now.Add(-10 * time.Second)
+		}, "", UpToDate, false, 20 * time.Second},
+		{"a pool's membership refresh comes before a later drift check", func(in *Input) {
+			in.Kind, in.MembershipRefresh, in.LastRefresh = jobs.KindMachinePool, time.Minute, in.Now.Add(-30*time.Second)
+			in.Drift.IntervalSeconds, in.LastDriftCheck = ptr.To[int64](3600), at(990)
+		}, "", UpToDate, false, 30 * time.Second},
+		{"a failing membership refresh backs off", func(in *Input) {
+			in.Kind, in.MembershipRefresh, in.LastRefresh = jobs.KindMachinePool, time.Minute, at(990)
+			in.Jobs = append(in.Jobs, job(jobs.OpRefresh, 1, jobs.OutcomeFailed, 995))
+		}, "", MembershipRefresh + BackoffSuffix, false, time.Minute},
 		{"drift is due one interval after the last drift check", func(in *Input) {
 			in.Drift.IntervalSeconds = ptr.To[int64](600)
 			in.LastDriftCheck = at(900)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/decide"
 	"github.com/captf/captf/controller/inputs"
 	"github.com/captf/captf/controller/state"
@@ -194,6 +195,9 @@ func (r *Reconciler) decideInput(obj infrav1.Workspace, f Facts, st state.State,
 		ApprovedDestructive: approvals.DestructivePlan,
 		Restore:             restore,
 	}
+	if pool, ok := obj.(*infrav1.TerraformMachinePool); ok {
+		in.MembershipRefresh, in.MembershipConverging = membershipSchedule(pool)
+	}
 	if planned, ok := obj.(infrav1.Planned); ok && planned.ManualApply() {
 		in.Manual, in.Guarded = true, false
 		if plan := *planned.PlanPreview(); plan != nil {
@@ -207,6 +211,20 @@ func (r *Reconciler) decideInput(obj infrav1.Workspace, f Facts, st state.State,
 		in.Dependencies = f.Dependencies.Reason
 	}
 	return in
+}
+
+// membershipSchedule is how often a pool's members are refreshed, and whether they are
+// converging: the provider IDs and the replicas disagree, or the module says its health is
+// pending.
+func membershipSchedule(pool *infrav1.TerraformMachinePool) (time.Duration, bool) {
+	every := decide.DefaultMembershipRefresh
+	if s := pool.Spec.MembershipRefreshIntervalSeconds; s != nil {
+		every = time.Duration(*s) * time.Second
+	}
+	pending := conditions.Get(pool.Status.Conditions, conditions.InfrastructureHealthy)
+	converging := pool.Status.Replicas == nil || int(*pool.Status.Replicas) != len(pool.Spec.ProviderIDList) ||
+		(pending != nil && pending.Reason == conditions.ReasonInstancePending)
+	return every, converging
 }
 
 // OwnJobs lists obj's retained Jobs from reader: those whose controller reference is obj itself.

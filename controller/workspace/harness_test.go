@@ -85,6 +85,8 @@ func newHarness(t *testing.T, kind jobs.Kind) *harness {
 	switch kind {
 	case jobs.KindMachine:
 		h.r = workspace.New(base, infrav1.MachineKind)
+	case jobs.KindMachinePool:
+		h.r = workspace.New(base, infrav1.MachinePoolKind)
 	default:
 		h.r = workspace.New(base, infrav1.ClusterKind)
 	}

@@ -86,3 +86,38 @@ func TestMachineRefreshesAfterApplyThenChecksDrift(t *testing.T) {
 		}
 	}
 }
+
+// A pool reads its members again on its own period, sooner while its provider IDs and replicas
+// disagree, whether or not drift checks run.
+func TestAPoolRefreshesItsMembersOnItsPeriod(t *testing.T) {
+	h := newHarness(t, jobs.KindMachinePool)
+	p := &infrav1.TerraformMachinePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: h.ns},
+		Spec: infrav1.TerraformMachinePoolSpec{
+			WorkspaceSpec:                    infrav1.WorkspaceSpec{Source: infrav1.SourceSpec{Image: image}},
+			Drift:                            infrav1.DriftSpec{IntervalSeconds: ptr.To[int64](0)},
+			MembershipRefreshIntervalSeconds: ptr.To[int32](300),
+		},
+	}
+	h.create(p)
+	h.settle(p)
+	h.writeState(jobs.KindMachinePool, "p1", 1)
+	h.finish(h.runningJob(jobs.KindMachinePool, "p1"), jobs.OutcomeSucceeded, nil)
+	h.settle(p)
+	refresh := h.runningJob(jobs.KindMachinePool, "p1")
+	if jobs.OpOf(&refresh) != jobs.OpRefresh {
+		t.Fatalf("after the apply: %s, want a refresh", jobs.OpOf(&refresh))
+	}
+	h.finish(refresh, jobs.OutcomeSucceeded, nil)
+	// The harness's state has one provider ID and one replica: the membership has converged.
+	res := h.settle(p)
+	if res.RequeueAfter <= 0 || res.RequeueAfter > 5*time.Minute {
+		t.Fatalf("next look in %s, want within the 5-minute period", res.RequeueAfter)
+	}
+	h.clock.SetTime(h.clock.Now().Add(5*time.Minute + time.Second))
+	h.settle(p)
+	again := h.runningJob(jobs.KindMachinePool, "p1")
+	if jobs.OpOf(&again) != jobs.OpRefresh || again.Name == refresh.Name {
+		t.Fatalf("after the period: %s %s, want a new refresh", jobs.OpOf(&again), again.Name)
+	}
+}

@@ -12,6 +12,14 @@ type TerraformMachinePoolSpec struct {
 	// +optional
 	Drift DriftSpec `json:"drift,omitempty"`
 
+	// membershipRefreshIntervalSeconds is how often the pool's members are read again with a
+	// refresh (apply -refresh-only), so providerIDList follows instances the cloud adds or
+	// removes. Default 60; while the list and the replicas disagree, every 30 seconds.
+	// +optional
+	// +kubebuilder:validation:Minimum=15
+	// +kubebuilder:validation:Maximum=86400
+	MembershipRefreshIntervalSeconds *int32 `json:"membershipRefreshIntervalSeconds,omitempty"`
+
 	// providerIDList is set from the module's provider_id_list output.
 	// +optional
 	// +kubebuilder:validation:MaxItems=10000

@@ -707,6 +707,11 @@ func (in *TerraformMachinePoolSpec) DeepCopyInto(out *TerraformMachinePoolSpec) 
 	*out = *in
 	in.WorkspaceSpec.DeepCopyInto(&out.WorkspaceSpec)
 	in.Drift.DeepCopyInto(&out.Drift)
+	if in.MembershipRefreshIntervalSeconds != nil {
+		in, out := &in.MembershipRefreshIntervalSeconds, &out.MembershipRefreshIntervalSeconds
+		*out = new(int32)
+		**out = **in
+	}
 	if in.ProviderIDList != nil {
 		in, out := &in.ProviderIDList, &out.ProviderIDList
 		*out = make([]string, len(*in))
