@@ -10,12 +10,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/captf/captf/test/nodeagent"
 	"github.com/captf/captf/test/testenv"
@@ -59,6 +62,10 @@ type System struct {
 	// APIServerURL is the aggregated API server's own address, which serves /metrics to a
 	// client the kube-apiserver's client CA vouches for; APIServerCAFile verifies it.
 	APIServerURL, APIServerCAFile string
+
+	// webhookPort and webhookCertDir serve the controller's webhooks, set up with its first start.
+	webhookPort    int
+	webhookCertDir string
 
 	processes  []*process
 	agent      *nodeagent.Agent
@@ -209,10 +216,69 @@ func (s *System) startController(ctx context.Context) error {
 		return err
 	}
 	s.ControllerMetricsURL = "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics"
-	return s.run("controller", filepath.Join(s.BinDir, "controller"),
+	if s.webhookPort == 0 {
+		if err := s.setUpWebhooks(ctx); err != nil {
+			return err
+		}
+	}
+	if err := s.run("controller", filepath.Join(s.BinDir, "controller"),
 		"--kubeconfig="+kubeconfig, "--runner-image="+RunnerImage,
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort), "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(probePort),
-	)
+		"--webhook-port="+strconv.Itoa(s.webhookPort), "--webhook-cert-dir="+s.webhookCertDir,
+	); err != nil {
+		return err
+	}
+	// The API server calls the webhooks from now on: the controller must be serving them, which
+	// its readiness includes.
+	return waitForReady(ctx, "http://127.0.0.1:"+strconv.Itoa(probePort)+"/readyz", time.Minute)
+}
+
+// waitForReady polls a plain-HTTP readiness endpoint until it answers 200.
+func waitForReady(ctx context.Context, url string, timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
+// setUpWebhooks gives the controller a serving certificate and registers the shipped webhook
+// configuration with the API server, pointed at the controller on loopback.
+func (s *System) setUpWebhooks(ctx context.Context) error {
+	port, err := testenv.FreePort()
+	if err != nil {
+		return err
+	}
+	cert, err := s.Env.NewServingCert("captf-webhook-service", Namespace)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(s.Env.Dir, "webhook-certs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for from, to := range map[string]string{cert.CertFile: "tls.crt", cert.KeyFile: "tls.key"} {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, to), data, 0o600); err != nil {
+			return err
+		}
+	}
+	manifest := filepath.Join(s.Env.RepoRoot, "artifacts", "controller", "webhook.yaml")
+	if err := s.Env.InstallWebhooks(ctx, manifest, port, cert.CAPEM); err != nil {
+		return err
+	}
+	s.webhookPort, s.webhookCertDir = port, dir
+	return nil
 }
 
 // process is a product binary the system runs.

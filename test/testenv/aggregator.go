@@ -16,11 +16,14 @@ import (
 	"syscall"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // ServingCert is a CA and a serving certificate signed by it, for an aggregated API server on
@@ -224,6 +227,42 @@ spec:
 	if out, err := e.Kubectl(ctx, "wait", "--for=condition=Available", "apiservice/"+apiService, "--timeout=120s").CombinedOutput(); err != nil {
 		status, _ := e.Kubectl(ctx, "get", "apiservice", apiService, "-o", "yaml").CombinedOutput()
 		return fmt.Errorf("the APIService did not become Available: %w\n%s\n%s", err, out, status)
+	}
+	return nil
+}
+
+// InstallWebhooks creates the ValidatingWebhookConfigurations of a manifest with each webhook
+// pointed at https://127.0.0.1:<port><its service path>, trusting caPEM: the shipped
+// configuration, served by a process on loopback.
+func (e *Env) InstallWebhooks(ctx context.Context, manifest string, port int, caPEM []byte) error {
+	objs, err := ReadManifests(manifest)
+	if err != nil {
+		return err
+	}
+	c, err := client.New(e.Config, client.Options{})
+	if err != nil {
+		return err
+	}
+	for _, u := range objs {
+		if u.GetKind() != "ValidatingWebhookConfiguration" {
+			continue
+		}
+		var cfg admissionregistrationv1.ValidatingWebhookConfiguration
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &cfg); err != nil {
+			return fmt.Errorf("reading %s: %w", u.GetName(), err)
+		}
+		for i := range cfg.Webhooks {
+			cc := &cfg.Webhooks[i].ClientConfig
+			path := ""
+			if cc.Service != nil && cc.Service.Path != nil {
+				path = *cc.Service.Path
+			}
+			url := fmt.Sprintf("https://127.0.0.1:%d%s", port, path)
+			cc.Service, cc.URL, cc.CABundle = nil, &url, caPEM
+		}
+		if err := c.Create(ctx, &cfg); err != nil {
+			return fmt.Errorf("creating %s: %w", cfg.Name, err)
+		}
 	}
 	return nil
 }

@@ -5,10 +5,8 @@ import (
 )
 
 // TerraformMachineSpec is the desired state of a TerraformMachine. The module source and the
-// variables are immutable: a machine is replaced, never re-rendered.
-// +kubebuilder:validation:XValidation:rule="self.source == oldSelf.source",message="source is immutable",fieldPath=".source"
-// +kubebuilder:validation:XValidation:rule="has(self.variables) == has(oldSelf.variables) && (!has(self.variables) || self.variables == oldSelf.variables)",message="variables are immutable",fieldPath=".variables"
-// +kubebuilder:validation:XValidation:rule="has(self.variablesFrom) == has(oldSelf.variablesFrom) && (!has(self.variablesFrom) || self.variablesFrom == oldSelf.variablesFrom)",message="variablesFrom is immutable",fieldPath=".variablesFrom"
+// variables are immutable on a TerraformMachine (rules on its spec field, so a template that
+// holds a TerraformMachineSpec is not bound by them): a machine is replaced, never re-rendered.
 type TerraformMachineSpec struct {
 	WorkspaceSpec `json:",inline"`
 
@@ -78,6 +76,9 @@ type TerraformMachine struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
+	// +kubebuilder:validation:XValidation:rule="self.source == oldSelf.source",message="source is immutable",fieldPath=".source"
+	// +kubebuilder:validation:XValidation:rule="has(self.variables) == has(oldSelf.variables) && (!has(self.variables) || self.variables == oldSelf.variables)",message="variables are immutable",fieldPath=".variables"
+	// +kubebuilder:validation:XValidation:rule="has(self.variablesFrom) == has(oldSelf.variablesFrom) && (!has(self.variablesFrom) || self.variablesFrom == oldSelf.variablesFrom)",message="variablesFrom is immutable",fieldPath=".variablesFrom"
 	Spec   TerraformMachineSpec   `json:"spec,omitempty"`
 	Status TerraformMachineStatus `json:"status,omitempty"`
 }
