@@ -36,6 +36,11 @@ const (
 	// DependenciesReady reports whether what a run needs from Cluster API is there: the owner,
 	// its back-references, the cluster's infrastructure and exports, the bootstrap data.
 	DependenciesReady = "DependenciesReady"
+	// IdentityAllowed reports whether the object's TerraformClusterIdentity lends its namespace
+	// credentials; set only for an object with an identity.
+	IdentityAllowed = "IdentityAllowed"
+	// CredentialsMirrored reports the object's copy of its identity's credentials.
+	CredentialsMirrored = "CredentialsMirrored"
 	// Ready summarises the others.
 	Ready = "Ready"
 )
@@ -132,6 +137,16 @@ const (
 	ReasonWaitingForClusterExports        = "WaitingForClusterExports"
 	ReasonWaitingForBootstrapData         = "WaitingForBootstrapData"
 
+	// IdentityAllowed.
+	ReasonIdentityAllowed     = "IdentityAllowed"
+	ReasonIdentityNotFound    = "IdentityNotFound"
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+	ReasonSecretNotFound      = "SecretNotFound"
+
+	// CredentialsMirrored.
+	ReasonMirrored     = "Mirrored"
+	ReasonMirrorFailed = "MirrorFailed"
+
 	// Ready.
 	ReasonReady    = "Ready"
 	ReasonNotReady = "NotReady"
@@ -162,9 +177,15 @@ func SetReady(conds *[]metav1.Condition, generation int64, now time.Time) {
 	stateCond := Get(*conds, StateReadable)
 	runner := Get(*conds, RunnerRBACReady)
 	deps := Get(*conds, DependenciesReady)
+	identity := Get(*conds, IdentityAllowed)
+	mirror := Get(*conds, CredentialsMirrored)
 	switch {
 	case deps != nil && deps.Status == metav1.ConditionFalse:
 		Set(conds, ready(metav1.ConditionFalse, deps.Reason, deps.Message, generation, now))
+	case identity != nil && identity.Status == metav1.ConditionFalse:
+		Set(conds, ready(metav1.ConditionFalse, identity.Reason, identity.Message, generation, now))
+	case mirror != nil && mirror.Status == metav1.ConditionFalse:
+		Set(conds, ready(metav1.ConditionFalse, mirror.Reason, mirror.Message, generation, now))
 	case stateCond != nil && stateCond.Status == metav1.ConditionFalse:
 		Set(conds, ready(metav1.ConditionFalse, stateCond.Reason, stateCond.Message, generation, now))
 	case runner != nil && runner.Status == metav1.ConditionFalse:

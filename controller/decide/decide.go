@@ -47,6 +47,9 @@ const (
 	// DependenciesNotReady: what a run needs from Cluster API is not there (DependenciesReady
 	// says what); nothing starts until it is, but a deletion goes ahead.
 	DependenciesNotReady = "DependenciesNotReady"
+	// IdentityNotAllowed: the object's identity lends it no credentials (IdentityAllowed says
+	// why); nothing starts, a destroy included, unless the infrastructure is abandoned.
+	IdentityNotAllowed = "IdentityNotAllowed"
 
 	// BackoffSuffix marks a due op that waits for its backoff window, e.g. InputsChangedBackoff.
 	BackoffSuffix = "Backoff"
@@ -83,6 +86,9 @@ type Input struct {
 	// Dependencies is the DependenciesReady reason while what a run needs from Cluster API is
 	// not there; "" when it is.
 	Dependencies string
+	// IdentityNotAllowed is the IdentityAllowed reason while the object's identity lends it no
+	// credentials; "" when it does or the object has none. Even a destroy waits for it.
+	IdentityNotAllowed string
 	// Mutable is true when changed inputs are applied again: clusters and pools always,
 	// machines never (their inputs are immutable once provisioned).
 	Mutable bool
@@ -185,6 +191,8 @@ func Decide(in Input) Decision {
 			return Decision{Reason: Abandoned, DropFinalizer: true}
 		case in.Dependents > 0:
 			return Decision{Reason: WaitingForDependents, RequeueAfter: DependentsRequeue}
+		case in.IdentityNotAllowed != "" && !in.State.Empty():
+			return Decision{Reason: IdentityNotAllowed, RequeueAfter: DependenciesRequeue}
 		case in.StateErr != nil:
 			return Decision{Reason: DeletionHeld, RequeueAfter: StateRequeue}
 		case in.State.Empty():
@@ -194,6 +202,9 @@ func Decide(in Input) Decision {
 	}
 	if in.Dependencies != "" {
 		return Decision{Reason: DependenciesNotReady, RequeueAfter: DependenciesRequeue}
+	}
+	if in.IdentityNotAllowed != "" {
+		return Decision{Reason: IdentityNotAllowed, RequeueAfter: DependenciesRequeue}
 	}
 	if in.StateErr != nil {
 		if errors.Is(in.StateErr, state.ErrLost) {

@@ -92,6 +92,18 @@ func TestDecide(t *testing.T) {
 		{"a deletion goes ahead without what Cluster API provides", func(in *Input) {
 			in.Deleting, in.Dependencies = true, "OwnerNotFound"
 		}, jobs.OpDestroy, Deleting, false, 0},
+		{"an object whose identity lends it no credentials starts nothing", func(in *Input) {
+			in.IdentityNotAllowed, in.CurrentInputsHash = "NamespaceNotAllowed", "h1:new"
+		}, "", IdentityNotAllowed, false, DependenciesRequeue},
+		{"without credentials even a destroy waits", func(in *Input) {
+			in.Deleting, in.IdentityNotAllowed = true, "NamespaceNotAllowed"
+		}, "", IdentityNotAllowed, false, DependenciesRequeue},
+		{"a deletion without state needs no credentials", func(in *Input) {
+			in.Deleting, in.IdentityNotAllowed, in.State = true, "IdentityNotFound", state.State{}
+		}, "", DeletingWithoutState, true, 0},
+		{"an abandoned deletion needs no credentials", func(in *Input) {
+			in.Deleting, in.IdentityNotAllowed, in.Abandoned = true, "NamespaceNotAllowed", true
+		}, "", Abandoned, true, 0},
 		{"a lost state (missing after an apply once succeeded) applies nothing", func(in *Input) {
 			in.State, in.StateErr = state.State{}, state.ErrLost
 		}, "", StateLost, false, StateRequeue},

@@ -85,7 +85,14 @@ type Params struct {
 	ExpectPlan string
 	// Restore is set for a restore: the backup it pushes.
 	Restore *Restore
+	// CredentialsSecret, when set, is the object's copy of its identity's credentials: its keys
+	// become environment variables (the runner drops TF_* and KUBE_* ones) and files in
+	// CredentialsDir.
+	CredentialsSecret string
 }
+
+// CredentialsDir is where a run finds its identity's credentials as files, one per key.
+const CredentialsDir = "/var/run/captf/credentials"
 
 // Restore is what a restore Job pushes.
 type Restore struct {
@@ -151,6 +158,12 @@ func podSpec(p Params) corev1.PodSpec {
 		volumes = append(volumes, corev1.Volume{Name: "plan-key", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: p.PlanKeySecret, DefaultMode: ptr.To[int32](0o440)}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "plan-key", MountPath: PlanKeyDir, ReadOnly: true})
 	}
+	var envFrom []corev1.EnvFromSource
+	if p.CredentialsSecret != "" {
+		volumes = append(volumes, corev1.Volume{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: p.CredentialsSecret, DefaultMode: ptr.To[int32](0o440)}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "credentials", MountPath: CredentialsDir, ReadOnly: true})
+		envFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.CredentialsSecret}}}}
+	}
 	pullPolicy := p.Source.ImagePullPolicy
 	if pullPolicy == "" {
 		pullPolicy = corev1.PullIfNotPresent
@@ -181,6 +194,7 @@ func podSpec(p Params) corev1.PodSpec {
 			Image:                    p.Source.Image,
 			ImagePullPolicy:          pullPolicy,
 			Command:                  append([]string{RunnerPath, "run"}, runnerArgs(p)...),
+			EnvFrom:                  envFrom,
 			Env:                      env(p),
 			VolumeMounts:             mounts,
 			Resources:                resources(p.Policy),

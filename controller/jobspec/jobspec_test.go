@@ -109,6 +109,25 @@ func TestBuild(t *testing.T) {
 				t.Errorf("plan key not mounted: %v", j.Spec.Template.Spec.Volumes)
 			}
 		}},
+		{"an identity's credentials come as environment and as 0440 files", func(p *Params) { p.CredentialsSecret = "captf-creds-aws" }, func(t *testing.T, j *batchv1.Job) {
+			c := j.Spec.Template.Spec.Containers[0]
+			if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef == nil || c.EnvFrom[0].SecretRef.Name != "captf-creds-aws" {
+				t.Errorf("envFrom = %+v", c.EnvFrom)
+			}
+			var ok bool
+			for _, v := range j.Spec.Template.Spec.Volumes {
+				ok = ok || v.Name == "credentials" && v.Secret.SecretName == "captf-creds-aws" && *v.Secret.DefaultMode == 0o440
+			}
+			mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == CredentialsDir && m.ReadOnly })
+			if !ok || !mounted {
+				t.Errorf("credentials not mounted read-only at %s: %v %v", CredentialsDir, j.Spec.Template.Spec.Volumes, c.VolumeMounts)
+			}
+		}},
+		{"without an identity no credentials are given", nil, func(t *testing.T, j *batchv1.Job) {
+			if len(j.Spec.Template.Spec.Containers[0].EnvFrom) != 0 {
+				t.Errorf("envFrom = %+v", j.Spec.Template.Spec.Containers[0].EnvFrom)
+			}
+		}},
 		{"the runner gets the op, the state suffix, the state Secret's owner labels and the lock timeout", nil, func(t *testing.T, j *batchv1.Job) {
 			cmd := j.Spec.Template.Spec.Containers[0].Command
 			labels := `--backend-config=labels={"captf.infrastructure.cluster.x-k8s.io/owner-kind":"TerraformCluster","captf.infrastructure.cluster.x-k8s.io/owner-name":"web","captf.io/managed":"true","cluster.x-k8s.io/cluster-name":"prod","clusterctl.cluster.x-k8s.io/move":""}`

@@ -38,6 +38,8 @@ const (
 	EventExternallyManagedReleased       = "ExternallyManagedReleased"
 	EventExportsNotPublished             = "ExportsNotPublished"
 	EventForegroundDeletionConverted     = "ForegroundDeletionConverted"
+	EventMirrorCreated                   = "MirrorCreated"
+	EventMirrorRemoved                   = "MirrorRemoved"
 )
 
 // EventDoc describes an event reason for the reference in docs/metrics-events.md.
@@ -84,6 +86,8 @@ var Events = []EventDoc{
 	{EventInfrastructureAbandoned, "Warning", "A deleted object whose captf.io/abandon-infrastructure names its UID was let go without a destroy; its state is removed."},
 	{EventExternallyManagedReleased, "Normal", "A deleted object with cluster.x-k8s.io/managed-by was let go without a destroy; its state, backups and durable inputs are kept, unowned."},
 	{EventForegroundDeletionConverted, "Normal", "An object deleted in the foreground lost the foregroundDeletion finalizer, so the garbage collector cannot take its state and Jobs before its destroy ran."},
+	{EventMirrorCreated, "Normal", "The credentials of the object's TerraformClusterIdentity were copied into a Secret of its namespace, which its Jobs read."},
+	{EventMirrorRemoved, "Normal", "The copy of an identity's credentials was deleted: the identity no longer lends them to the namespace, and no other object uses it."},
 	{EventExportsNotPublished, "Warning", "A cluster's exports output is too large for status.exports (65536 bytes of JSON); machines and pools read it from the state all the same."},
 	{EventServiceAccountNotOptedIn, "Warning", "spec.jobs.serviceAccountName names a ServiceAccount that does not exist or lacks the label captf.io/runner=true; no Job starts."},
 }

@@ -39,6 +39,8 @@ type Facts struct {
 	Dependents string
 	// Dependencies are what Cluster API provides for a run, and the contract inputs from it.
 	Dependencies Dependencies
+	// Credentials are what the object's identity lends its runs.
+	Credentials Credentials
 
 	// FromCache is set when a Secret was not read live: the state came from the state memo or
 	// the durable inputs' annotations from the metadata cache. A pass reads live before it acts.
@@ -100,6 +102,9 @@ func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj 
 		durableVars = f.durable.Data[inputs.VarsFile]
 	}
 	if f.Dependencies, err = r.dependencies(ctx, reader, obj, durableVars); err != nil {
+		return f, err
+	}
+	if f.Credentials, err = r.credentials(ctx, reader, obj); err != nil {
 		return f, err
 	}
 	f.Rendered, f.RenderErr = inputs.Render(spec.Source.Image, contractVariables(f.Dependencies), variables, f.Dependencies.Sourced, field.NewPath("spec", "variables"))
@@ -209,6 +214,9 @@ func (r *Reconciler) decideInput(obj infrav1.Workspace, f Facts, st state.State,
 	}
 	if !f.Dependencies.Ready() {
 		in.Dependencies = f.Dependencies.Reason
+	}
+	if !f.Credentials.Allowed() {
+		in.IdentityNotAllowed = f.Credentials.Reason
 	}
 	return in
 }

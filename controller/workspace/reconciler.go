@@ -220,6 +220,8 @@ type pass struct {
 	// found, nil for none.
 	durableRead bool
 	durable     *corev1.Secret
+	// credentials are what the object's identity lends its runs.
+	credentials Credentials
 }
 
 func (r *Reconciler) newPass(obj infrav1.Workspace) *pass {
@@ -311,6 +313,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	// Cluster API's objects wake the objects they own: a Cluster those of its cluster, a Machine
 	// or MachinePool the object its infrastructure reference names.
 	b = b.Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterMembers))
+	// An identity wakes the objects that name it: a revocation must stop their runs.
+	b = b.Watches(&infrav1.TerraformClusterIdentity{}, handler.EnqueueRequestsFromMapFunc(r.identityUsers))
 	switch r.KindInfo.Kind {
 	case infrav1.MachineKind.Kind:
 		b = b.Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -345,6 +349,26 @@ func (r *Reconciler) clusterMembers(ctx context.Context, cluster client.Object) 
 	_ = meta.EachListItem(list, func(o runtime.Object) error {
 		if obj, ok := o.(client.Object); ok {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+		}
+		return nil
+	})
+	return out
+}
+
+// identityUsers maps a TerraformClusterIdentity to the objects of this kind whose identityRef
+// names it.
+func (r *Reconciler) identityUsers(ctx context.Context, identity client.Object) []reconcile.Request {
+	list := r.KindInfo.NewList()
+	if err := r.Client.List(ctx, list); err != nil {
+		logf.FromContext(ctx).Error(err, "mapping an identity to its users", "identity", identity.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		if obj, ok := o.(infrav1.Workspace); ok {
+			if ref := obj.WorkspaceSpec().IdentityRef; ref != nil && ref.Name == identity.GetName() {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+			}
 		}
 		return nil
 	})

@@ -55,7 +55,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	p.durableRead, p.durable = f.durableRead, f.durable
+	p.durableRead, p.durable, p.credentials = f.durableRead, f.durable, f.Credentials
 	if err := p.actOnFacts(ctx, f); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -202,6 +202,13 @@ func (p *pass) actOnFacts(ctx context.Context, f Facts) error {
 	}
 	setStateReadable(status, p.stamp(), in.State, in.StateErr)
 	setDependencies(status, p.stamp(), f.Dependencies)
+	setIdentity(status, p.stamp(), f.Credentials)
+	if f.Credentials.Identity != "" && !f.Credentials.Allowed() {
+		// The identity lends the namespace nothing any more: its copy goes.
+		if err := p.releaseMirror(ctx, f.Credentials.Identity); err != nil {
+			return err
+		}
+	}
 	if in.StateErr == nil && f.StateSecret != nil {
 		// Outputs are read from a state read live; a remembered state's are already written.
 		if err := p.applyOutputs(ctx, in.State); err != nil {

@@ -46,6 +46,19 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	} else if !ready {
 		return ctrl.Result{RequeueAfter: GateRequeue}, nil
 	}
+	// The credentials are copied before the run Lease is taken, so a Secret in the way holds
+	// no Lease.
+	var mirror string
+	if p.credentials.Identity != "" {
+		var problem string
+		if mirror, problem, err = p.ensureMirror(ctx, p.credentials); err != nil {
+			return ctrl.Result{}, err
+		}
+		setMirror(p.status(), p.stamp(), mirror, problem)
+		if problem != "" {
+			return ctrl.Result{RequeueAfter: decide.DependenciesRequeue}, nil
+		}
+	}
 	leaseReq, acquired, err := p.acquireRunLease(ctx, d.Op, name)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -80,7 +93,7 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		Policy: spec.Jobs, Source: source, RunnerImage: p.r.RunnerImage,
 		StateSuffix: p.stateSuffix(), Annotations: jobAnnotations(d, interruptedApply, p.obj.GetAnnotations()),
 		PlanKeySecret: planKey, ForceUnlock: lock.staleID, GuardDeletes: d.Guard,
-		AllowDeletesHash: d.AllowDeletesHash, ExpectPlan: d.ExpectPlan,
+		AllowDeletesHash: d.AllowDeletesHash, ExpectPlan: d.ExpectPlan, CredentialsSecret: mirror,
 	}
 	if d.Op == jobs.OpRestore {
 		params.Restore = &jobspec.Restore{Backup: d.Names.BackupName, Resources: d.RestoreResources}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -299,4 +300,26 @@ func setDeletionBlocked(s *infrav1.WorkspaceStatus, at stamp, dependents string)
 // the cluster's infrastructure and exports and the bootstrap data.
 func setDependencies(s *infrav1.WorkspaceStatus, at stamp, d Dependencies) {
 	at.set(&s.Conditions, conditions.DependenciesReady, d.Status, d.Reason, d.Message)
+}
+
+// setIdentity reports whether the object's identity lends it credentials; an object without
+// an identity carries neither identity condition.
+func setIdentity(s *infrav1.WorkspaceStatus, at stamp, c Credentials) {
+	if c.Identity == "" {
+		apimeta.RemoveStatusCondition(&s.Conditions, conditions.IdentityAllowed)
+		apimeta.RemoveStatusCondition(&s.Conditions, conditions.CredentialsMirrored)
+		conditions.SetReady(&s.Conditions, at.generation, at.now)
+		return
+	}
+	at.set(&s.Conditions, conditions.IdentityAllowed, c.Status, c.Reason, c.Message)
+}
+
+// setMirror reports the object's copy of its identity's credentials; problem says why it
+// cannot be written.
+func setMirror(s *infrav1.WorkspaceStatus, at stamp, mirror, problem string) {
+	if problem != "" {
+		at.set(&s.Conditions, conditions.CredentialsMirrored, metav1.ConditionFalse, conditions.ReasonMirrorFailed, problem)
+		return
+	}
+	at.set(&s.Conditions, conditions.CredentialsMirrored, metav1.ConditionTrue, conditions.ReasonMirrored, "the Jobs read the credentials from Secret "+mirror)
 }

@@ -31,6 +31,11 @@ type WorkspaceSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	VariablesFrom []VariablesSource `json:"variablesFrom,omitempty"`
 
+	// identityRef names the TerraformClusterIdentity whose credentials the object's runs get.
+	// Unset on a machine or pool: its TerraformCluster's. Unset everywhere: none.
+	// +optional
+	IdentityRef *IdentityReference `json:"identityRef,omitempty"`
+
 	// jobs is the policy of the Jobs that run this object's operations.
 	// +optional
 	Jobs JobPolicy `json:"jobs,omitempty"`

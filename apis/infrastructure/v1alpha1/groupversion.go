@@ -24,6 +24,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&TerraformClusterTemplate{}, &TerraformClusterTemplateList{},
 		&TerraformMachineTemplate{}, &TerraformMachineTemplateList{},
 		&TerraformMachinePoolTemplate{}, &TerraformMachinePoolTemplateList{},
+		&TerraformClusterIdentity{}, &TerraformClusterIdentityList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -189,4 +190,41 @@ func TestTemplatesAreServedAndKeepProviderIDsToTheModule(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestAnIdentityNamesItsSecretAndAllowsNamespacesExplicitly(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		rule      string
+		spec      infrav1.TerraformClusterIdentitySpec
+		wantField string
+	}{
+		{"the Secret's name is required", infrav1.TerraformClusterIdentitySpec{SecretRef: infrav1.SecretReference{Namespace: "ids"}}, "spec.secretRef.name"},
+		{"the Secret's namespace is required", infrav1.TerraformClusterIdentitySpec{SecretRef: infrav1.SecretReference{Name: "cloud"}}, "spec.secretRef.namespace"},
+		{"empty allowed namespaces say nothing and are refused", infrav1.TerraformClusterIdentitySpec{
+			SecretRef: infrav1.SecretReference{Name: "cloud", Namespace: "ids"}, AllowedNamespaces: &infrav1.AllowedNamespaces{}}, "spec.allowedNamespaces"},
+		{"at most 100 namespaces by name", infrav1.TerraformClusterIdentitySpec{
+			SecretRef: infrav1.SecretReference{Name: "cloud", Namespace: "ids"}, AllowedNamespaces: &infrav1.AllowedNamespaces{List: manyNames(101)}}, "spec.allowedNamespaces.list"},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			err := c.Create(ctx, &infrav1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: "id-bad"}, Spec: tc.spec})
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.wantField) {
+				t.Fatalf("create = %v, want Invalid naming %s", err, tc.wantField)
+			}
+		})
+	}
+	good := &infrav1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: "id-good"}, Spec: infrav1.TerraformClusterIdentitySpec{
+		SecretRef: infrav1.SecretReference{Name: "cloud", Namespace: "ids"}, AllowedNamespaces: &infrav1.AllowedNamespaces{Selector: &metav1.LabelSelector{}}}}
+	if err := c.Create(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func manyNames(n int) []string {
+	var out []string
+	for i := 0; i < n; i++ {
+		out = append(out, fmt.Sprintf("ns-%d", i))
+	}
+	return out
 }

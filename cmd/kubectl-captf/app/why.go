@@ -79,6 +79,8 @@ type Why struct {
 	Dependents string
 	// Dependencies are what Cluster API provides for a run: owner, cluster, bootstrap data.
 	Dependencies workspace.Dependencies
+	// Credentials are what the object's identity lends its runs.
+	Credentials workspace.Credentials
 	// StateSuffix names the state Secret and its lock Lease.
 	StateSuffix string
 	// RenderErr is why the inputs could not be rendered.
@@ -115,7 +117,7 @@ func Explain(ctx context.Context, c client.Client, r *workspace.Reconciler, ns, 
 	if err != nil {
 		return nil, err
 	}
-	return &Why{Kind: r.Kind, Namespace: ns, Name: name, Paused: pause.Paused, PausedBy: pause.Why, Dependents: facts.Dependents, Dependencies: facts.Dependencies, StateSuffix: suffix, RenderErr: facts.RenderErr, Input: in, Decision: decide.Decide(in)}, nil
+	return &Why{Kind: r.Kind, Namespace: ns, Name: name, Paused: pause.Paused, PausedBy: pause.Why, Dependents: facts.Dependents, Dependencies: facts.Dependencies, Credentials: facts.Credentials, StateSuffix: suffix, RenderErr: facts.RenderErr, Input: in, Decision: decide.Decide(in)}, nil
 }
 
 // reasons explains the decision's reasons in words.
@@ -140,6 +142,7 @@ var reasons = map[string]string{
 	decide.DestructivePlanBlocked: "the last apply of these inputs stopped before a destructive plan; approve it (kubectl captf approve) or change the inputs",
 	decide.Abandoned:              "the object is being deleted and captf.io/abandon-infrastructure names its UID: no destroy runs, the finalizer is dropped and the infrastructure is left as it is",
 	decide.WaitingForDependents:   "the cluster is being deleted and its machines and pools are deleted first",
+	decide.IdentityNotAllowed:     "the object's TerraformClusterIdentity lends its namespace no credentials, so no run starts, a destroy included (see IdentityAllowed)",
 	decide.DependenciesNotReady:   "a run needs what Cluster API provides (the owner that names this object back, the cluster's infrastructure and exports, the bootstrap data), and it is not all there",
 }
 
@@ -170,6 +173,9 @@ func (w *Why) Print(out io.Writer) error {
 	}
 	if deps := w.Dependencies; deps.Status != "" && !deps.Ready() {
 		fmt.Fprintf(&b, "Waits for: %s: %s\n", deps.Reason, deps.Message)
+	}
+	if creds := w.Credentials; !creds.Allowed() {
+		fmt.Fprintf(&b, "Waits for: %s: %s\n", creds.Reason, creds.Message)
 	}
 	if d.Backoff != nil {
 		fmt.Fprintf(&b, "Backoff:  %d counted failure(s), delay %s, retry %s (%s)\n", d.Backoff.Failures, d.Backoff.Delay,

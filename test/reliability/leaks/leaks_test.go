@@ -49,7 +49,19 @@ func TestSecretsNeverLeak(t *testing.T) {
 	ctx := context.Background()
 	c, ns := sys.NewNamespace(t, "leaks")
 	kube := kubernetes.NewForConfigOrDie(sys.Env.Config)
-	markers := []string{"mk1-" + fmt.Sprint(time.Now().UnixNano()) + "-zq", "mk2-" + fmt.Sprint(time.Now().UnixNano()) + "-xj", "mk3-" + fmt.Sprint(time.Now().UnixNano()) + "-vw"}
+	markers := []string{"mk1-" + fmt.Sprint(time.Now().UnixNano()) + "-zq", "mk2-" + fmt.Sprint(time.Now().UnixNano()) + "-xj",
+		"mk3-" + fmt.Sprint(time.Now().UnixNano()) + "-vw", "mk4-" + fmt.Sprint(time.Now().UnixNano()) + "-ut"}
+	// The fourth marker is a credential an identity lends the namespace: its runs get it as
+	// environment and files.
+	credentials := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "leak-credentials", Namespace: ns}, StringData: map[string]string{"CLOUD_TOKEN": markers[3]}}
+	if err := c.Create(ctx, credentials); err != nil {
+		t.Fatal(err)
+	}
+	identity := &infrav1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: ns + "-identity"}, Spec: infrav1.TerraformClusterIdentitySpec{
+		SecretRef: infrav1.SecretReference{Name: credentials.Name, Namespace: ns}, AllowedNamespaces: &infrav1.AllowedNamespaces{List: []string{ns}}}}
+	if err := c.Create(ctx, identity); err != nil {
+		t.Fatal(err)
+	}
 	// The third marker reaches the module from a Secret (spec.variablesFrom), as a sensitive
 	// variable.
 	source := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "leak-vars", Namespace: ns, Labels: map[string]string{infrav1.VariablesLabel: "true"}},
@@ -65,6 +77,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	tc.Spec.Drift.IntervalSeconds = ptr.To[int64](0)
 	tc.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf(`{"name":%q}`, markers[0]))}
 	tc.Spec.VariablesFrom = []infrav1.VariablesSource{{SecretRef: &infrav1.SourceReference{Name: source.Name}}}
+	tc.Spec.IdentityRef = &infrav1.IdentityReference{Name: identity.Name}
 	if err := capitest.Own(ctx, c, tc); err != nil {
 		t.Fatal(err)
 	}
