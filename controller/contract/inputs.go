@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/captf/captf/controller/inputs"
+	"github.com/captf/captf/jobs"
 )
 
 // Version is the contract version a module is given as captf_contract.
@@ -238,14 +239,9 @@ func (in Inputs) Variables() []inputs.Variable {
 			TagManagedBy: "captf", TagTemplate: in.Template,
 		},
 	}
-	var clusterOutputs any = map[string]any{}
-	if len(in.ClusterOutputs) > 0 && !isNull(in.ClusterOutputs) {
-		// Decoded and encoded again, so the rendered file (and the hash) is canonical.
-		dec := json.NewDecoder(bytes.NewReader(in.ClusterOutputs))
-		dec.UseNumber()
-		if err := dec.Decode(&clusterOutputs); err != nil {
-			clusterOutputs = in.ClusterOutputs
-		}
+	clusterOutputs, err := decodeExports(in.ClusterOutputs)
+	if err != nil {
+		clusterOutputs = in.ClusterOutputs
 	}
 	switch in.Role {
 	case RoleCluster:
@@ -294,6 +290,28 @@ func (in Inputs) Variables() []inputs.Variable {
 		out = append(out, inputs.Variable{Name: decl.name, Type: decl.typ, Nullable: decl.nullable, Sensitive: decl.sensitive, Value: values[decl.name]})
 	}
 	return out
+}
+
+// decodeExports decodes a cluster's exports for rendering, numbers kept as written, so the
+// rendered file (and the hash) is canonical; none is {}.
+func decodeExports(raw json.RawMessage) (any, error) {
+	var out any = map[string]any{}
+	if len(raw) == 0 || isNull(raw) {
+		return out, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	err := dec.Decode(&out)
+	return out, err
+}
+
+// CanonicalExports is a cluster's exports as a machine's or pool's variables file holds them.
+func CanonicalExports(raw json.RawMessage) ([]byte, error) {
+	value, err := decodeExports(raw)
+	if err != nil {
+		return nil, err
+	}
+	return jobs.CanonicalJSON(value)
 }
 
 func bootstrapValues(b Bootstrap) (data, format string) {

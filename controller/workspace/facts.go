@@ -41,6 +41,10 @@ type Facts struct {
 	Dependencies Dependencies
 	// Credentials are what the object's identity lends its runs.
 	Credentials Credentials
+	// ExportsGuard is how a pool renders and guards its cluster's exports; ExportsHash the hash
+	// of those it renders.
+	ExportsGuard ExportsGuard
+	ExportsHash  string
 
 	// FromCache is set when a Secret was not read live: the state came from the state memo or
 	// the durable inputs' annotations from the metadata cache. A pass reads live before it acts.
@@ -106,6 +110,15 @@ func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj 
 	}
 	if f.Credentials, err = r.credentials(ctx, reader, obj); err != nil {
 		return f, err
+	}
+	if r.Kind == jobs.KindMachinePool && f.Dependencies.Ready() {
+		durable := f.durable
+		if !f.durableRead && f.DurableExists {
+			// From the cache: the records are there, the held exports are not; a held pool
+			// reads as guarded, a decision to run is then made again from a live read.
+			durable = &corev1.Secret{ObjectMeta: f.Durable}
+		}
+		f.ExportsGuard, f.ExportsHash = guardExports(obj, durable, &f.Dependencies)
 	}
 	f.Rendered, f.RenderErr = inputs.Render(spec.Source.Image, contractVariables(f.Dependencies), variables, f.Dependencies.Sourced, field.NewPath("spec", "variables"))
 	f.Input = r.decideInput(obj, f, st, stateErr, retained, restore, now)
@@ -195,8 +208,9 @@ func (r *Reconciler) decideInput(obj infrav1.Workspace, f Facts, st state.State,
 		CurrentInputsHash: f.Rendered.Hash,
 		InterruptedApply:  f.Durable.Annotations[jobs.AnnotationInterruptedApply],
 		ApprovedPlan:      approvals.Plan,
-		// The guard is always on for a cluster's applies under Automatic.
-		Guarded:             r.Kind == jobs.KindCluster,
+		// The guard is always on for a cluster's applies under Automatic, and for a pool's that
+		// carry a change of its cluster's exports.
+		Guarded:             r.Kind == jobs.KindCluster || f.ExportsGuard == ExportsGuarded,
 		ApprovedDestructive: approvals.DestructivePlan,
 		Restore:             restore,
 	}

@@ -290,11 +290,18 @@ const contractOutputs = `{"health":{"state":"running","healthy":true,"message":n
 // writeSerial writes a state of the given serial, with contractOutputs.
 func (h *harness) writeSerial(kind jobs.Kind, name string, resources int, serial int64) {
 	h.t.Helper()
+	h.writeStateWith(kind, name, resources, serial, contractOutputs)
+}
+
+// writeStateWith writes a state of the given serial whose module returned outputs (a JSON
+// object).
+func (h *harness) writeStateWith(kind jobs.Kind, name string, resources int, serial int64, outputs string) {
+	h.t.Helper()
 	var res []string
 	for i := 0; i < resources; i++ {
 		res = append(res, fmt.Sprintf(`{"mode":"managed","type":"terraform_data","name":"r%d","instances":[{"attributes":{}}]}`, i))
 	}
-	doc := fmt.Sprintf(`{"version":4,"serial":%d,"lineage":"l","resources":[%s],"outputs":{"workspace":{"value":%s,"sensitive":true}}}`, serial, strings.Join(res, ","), contractOutputs)
+	doc := fmt.Sprintf(`{"version":4,"serial":%d,"lineage":"l","resources":[%s],"outputs":{"workspace":{"value":%s,"sensitive":true}}}`, serial, strings.Join(res, ","), outputs)
 	data, err := state.Compress([]byte(doc))
 	if err != nil {
 		h.t.Fatal(err)

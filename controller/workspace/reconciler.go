@@ -222,6 +222,8 @@ type pass struct {
 	durable     *corev1.Secret
 	// credentials are what the object's identity lends its runs.
 	credentials Credentials
+	// exportsHash is the hash of the cluster's exports a pool renders in this pass.
+	exportsHash string
 }
 
 func (r *Reconciler) newPass(obj infrav1.Workspace) *pass {

@@ -55,7 +55,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	p.durableRead, p.durable, p.credentials = f.durableRead, f.durable, f.Credentials
+	p.durableRead, p.durable, p.credentials, p.exportsHash = f.durableRead, f.durable, f.Credentials, f.ExportsHash
 	if err := p.actOnFacts(ctx, f); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -117,6 +117,7 @@ func (p *pass) pinSource(ctx context.Context, b *booked) error {
 	}
 	before := durable.Annotations[jobs.AnnotationImageDigest]
 	durable.Annotations[jobs.AnnotationApplied] = "true"
+	recordAppliedExports(durable, job)
 	if digest != "" {
 		durable.Annotations[jobs.AnnotationImageDigest] = digest
 	} else {

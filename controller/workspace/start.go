@@ -83,6 +83,10 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 			return ctrl.Result{}, err
 		}
 	}
+	annotations := jobAnnotations(d, interruptedApply, p.obj.GetAnnotations())
+	if d.Op == jobs.OpApply && p.exportsHash != "" {
+		annotations[AnnotationClusterOutputsHash] = p.exportsHash
+	}
 	spec := p.obj.WorkspaceSpec()
 	source := spec.Source
 	source.Image = src.image
@@ -91,7 +95,7 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		ClusterName: p.obj.GetLabels()[jobs.LabelClusterName], Owner: p.ownerRef(true),
 		Name: name, Op: d.Op, Attempt: attempt, InputsHash: hash,
 		Policy: spec.Jobs, Source: source, RunnerImage: p.r.RunnerImage,
-		StateSuffix: p.stateSuffix(), Annotations: jobAnnotations(d, interruptedApply, p.obj.GetAnnotations()),
+		StateSuffix: p.stateSuffix(), Annotations: annotations,
 		PlanKeySecret: planKey, ForceUnlock: lock.staleID, GuardDeletes: d.Guard,
 		AllowDeletesHash: d.AllowDeletesHash, ExpectPlan: d.ExpectPlan, CredentialsSecret: mirror,
 	}
@@ -228,7 +232,12 @@ func (p *pass) writeDurableInputs(ctx context.Context, rendered inputs.Rendered)
 		secret.Annotations[jobs.AnnotationImage] == image {
 		return nil
 	}
+	held := secret.Data[AppliedClusterOutputsKey]
 	secret.Data = rendered.Data()
+	if held != nil {
+		// A pool's exports of its last successful apply outlive the inputs of the next.
+		secret.Data[AppliedClusterOutputsKey] = held
+	}
 	if secret.Annotations == nil {
 		secret.Annotations = map[string]string{}
 	}
