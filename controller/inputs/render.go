@@ -118,26 +118,16 @@ func NameProblem(name string, contract map[string]bool) string {
 // apply. Invalid variables are reported with their field paths under path. A variable whose
 // value came from a Secret is declared sensitive.
 func Render(image string, contract []Variable, variables []byte, sourced []Sourced, path *field.Path) (Rendered, error) {
-	vars := map[string]json.RawMessage{}
-	if len(bytes.TrimSpace(variables)) > 0 && !bytes.Equal(bytes.TrimSpace(variables), []byte("null")) {
-		if err := json.Unmarshal(variables, &vars); err != nil {
-			return Rendered{}, field.Invalid(path, "<json>", fmt.Sprintf("must be a JSON object: %v", err))
-		}
-	}
-	names := make([]string, 0, len(vars))
-	for name := range vars {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	contractNames := map[string]bool{}
 	for _, v := range contract {
 		contractNames[v.Name] = true
 	}
-
-	var errs field.ErrorList
+	values, sensitive, err := userVariables(variables, sourced, contractNames, path)
+	if err != nil {
+		return Rendered{}, err
+	}
 	variableBlocks := map[string]any{}
 	module := map[string]any{"source": ModulePath}
-	canonicalVars := map[string]any{}
 	for _, v := range contract {
 		block := map[string]any{"type": v.Type}
 		if v.Nullable {
@@ -148,42 +138,18 @@ func Render(image string, contract []Variable, variables []byte, sourced []Sourc
 		}
 		variableBlocks[v.Name] = block
 		module[v.Name] = "${var." + v.Name + "}"
-		canonicalVars[v.Name] = v.Value
 	}
-	for _, name := range names {
-		if problem := NameProblem(name, contractNames); problem != "" {
-			errs = append(errs, field.Invalid(path.Key(name), name, problem))
-		}
-	}
-	if len(errs) > 0 {
-		return Rendered{}, errs.ToAggregate()
-	}
-	// Sourced variables first, so a later source and then spec.variables win.
-	sensitive := map[string]bool{}
-	for _, v := range sourced {
-		if problem := NameProblem(v.Name, contractNames); problem != "" {
-			return Rendered{}, fmt.Errorf("variable %s from spec.variablesFrom %s", v.Name, problem)
-		}
-		var value any
-		if err := decodeValue(v.Value, &value); err != nil {
-			return Rendered{}, fmt.Errorf("variable %s from spec.variablesFrom: %w", v.Name, err)
-		}
-		canonicalVars[v.Name], sensitive[v.Name] = value, v.Sensitive
-	}
-	for _, name := range names {
-		var value any
-		if err := decodeValue(vars[name], &value); err != nil {
-			return Rendered{}, field.Invalid(path.Key(name), "<json>", err.Error())
-		}
-		canonicalVars[name], sensitive[name] = value, false
-	}
-	for name := range sensitive {
+	for name := range values {
 		block := map[string]any{}
 		if sensitive[name] {
 			block["sensitive"] = true
 		}
 		variableBlocks[name] = block
 		module[name] = "${var." + name + "}"
+	}
+	canonicalVars := values
+	for _, v := range contract {
+		canonicalVars[v.Name] = v.Value
 	}
 
 	root := map[string]any{
@@ -209,6 +175,50 @@ func Render(image string, contract []Variable, variables []byte, sourced []Sourc
 		return r, &TooLargeError{Size: r.Size()}
 	}
 	return r, nil
+}
+
+// userVariables merges the object's variables: the sourced ones in order, then spec.variables
+// (raw, a JSON object) over them. sensitive marks the names whose value came from a Secret.
+func userVariables(variables []byte, sourced []Sourced, contract map[string]bool, path *field.Path) (values map[string]any, sensitive map[string]bool, err error) {
+	vars := map[string]json.RawMessage{}
+	if trimmed := bytes.TrimSpace(variables); len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
+		if err := json.Unmarshal(variables, &vars); err != nil {
+			return nil, nil, field.Invalid(path, "<json>", fmt.Sprintf("must be a JSON object: %v", err))
+		}
+	}
+	names := make([]string, 0, len(vars))
+	for name := range vars {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var errs field.ErrorList
+	for _, name := range names {
+		if problem := NameProblem(name, contract); problem != "" {
+			errs = append(errs, field.Invalid(path.Key(name), name, problem))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, nil, errs.ToAggregate()
+	}
+	values, sensitive = map[string]any{}, map[string]bool{}
+	for _, v := range sourced {
+		if problem := NameProblem(v.Name, contract); problem != "" {
+			return nil, nil, fmt.Errorf("variable %s from spec.variablesFrom %s", v.Name, problem)
+		}
+		var value any
+		if err := decodeValue(v.Value, &value); err != nil {
+			return nil, nil, fmt.Errorf("variable %s from spec.variablesFrom: %w", v.Name, err)
+		}
+		values[v.Name], sensitive[v.Name] = value, v.Sensitive
+	}
+	for _, name := range names {
+		var value any
+		if err := decodeValue(vars[name], &value); err != nil {
+			return nil, nil, field.Invalid(path.Key(name), "<json>", err.Error())
+		}
+		values[name], sensitive[name] = value, false
+	}
+	return values, sensitive, nil
 }
 
 // decodeValue decodes one JSON value; numbers keep their literal text, so the hash does not move

@@ -110,15 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	finalizer := r.KindInfo.Finalizer()
 	if obj.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(obj, finalizer) {
-		patch := lockedPatch(obj)
-		controllerutil.AddFinalizer(obj, finalizer)
-		if err := r.Client.Patch(ctx, obj, patch); err != nil {
-			if apierrors.IsConflict(err) {
-				return staleObject(ctx)
-			}
-			return ctrl.Result{}, fmt.Errorf("adding the finalizer: %w", err)
-		}
-		return ctrl.Result{RequeueAfter: NextPassRequeue}, nil
+		return r.setFinalizer(ctx, obj, true)
 	}
 
 	p := r.newPass(obj)
@@ -133,24 +125,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if errors.Is(runErr, errStaleObject) {
 		return staleObject(ctx)
 	}
-	// One status patch per pass, and only when something changed, so a converged object costs
-	// no write.
-	if data, err := client.MergeFrom(before).Data(obj); err != nil {
-		return ctrl.Result{}, err
-	} else if string(data) != "{}" {
-		// The patch holds the whole conditions list: it applies only to the version the pass
-		// read (or wrote itself), never over a newer one a lagging cache did not show.
-		before.SetResourceVersion(obj.GetResourceVersion())
-		if err := r.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			switch {
-			case apierrors.IsNotFound(err):
-				return ctrl.Result{}, nil
-			case apierrors.IsConflict(err):
-				return staleObject(ctx)
-			}
-			// The bookkept marks wait for a successful patch, so the Jobs are read again.
-			return ctrl.Result{}, fmt.Errorf("patching status: %w", err)
-		}
+	if res, done, err := r.patchStatus(ctx, obj, before); done || err != nil {
+		return res, err
 	}
 	if err := p.afterStatusPatch(ctx); err != nil {
 		return ctrl.Result{}, err
@@ -159,17 +135,54 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := p.cleanup(ctx); err != nil {
 			return ctrl.Result{}, err
 		}
-		patch := lockedPatch(obj)
-		controllerutil.RemoveFinalizer(obj, finalizer)
-		if err := r.Client.Patch(ctx, obj, patch); err != nil {
-			if apierrors.IsConflict(err) {
-				return staleObject(ctx)
-			}
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		return ctrl.Result{}, nil
+		return r.setFinalizer(ctx, obj, false)
 	}
 	return result, runErr
+}
+
+// patchStatus writes the pass's status: one patch, and only when something changed, so a
+// converged object costs no write. done ends the pass (the object is gone, or was newer than
+// the pass read).
+func (r *Reconciler) patchStatus(ctx context.Context, obj, before client.Object) (res ctrl.Result, done bool, err error) {
+	data, err := client.MergeFrom(before).Data(obj)
+	if err != nil || string(data) == "{}" {
+		return ctrl.Result{}, false, err
+	}
+	// The patch holds the whole conditions list: it applies only to the version the pass read
+	// (or wrote itself), never over a newer one a lagging cache did not show.
+	before.SetResourceVersion(obj.GetResourceVersion())
+	err = r.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	switch {
+	case err == nil:
+		return ctrl.Result{}, false, nil
+	case apierrors.IsNotFound(err):
+		return ctrl.Result{}, true, nil
+	case apierrors.IsConflict(err):
+		res, err = staleObject(ctx)
+		return res, true, err
+	}
+	// The bookkept marks wait for a successful patch, so the Jobs are read again.
+	return ctrl.Result{}, true, fmt.Errorf("patching status: %w", err)
+}
+
+// setFinalizer adds or removes the kind's finalizer, on the version of the object the pass read.
+func (r *Reconciler) setFinalizer(ctx context.Context, obj client.Object, add bool) (ctrl.Result, error) {
+	patch := lockedPatch(obj)
+	if add {
+		controllerutil.AddFinalizer(obj, r.KindInfo.Finalizer())
+	} else {
+		controllerutil.RemoveFinalizer(obj, r.KindInfo.Finalizer())
+	}
+	err := r.Client.Patch(ctx, obj, patch)
+	switch {
+	case apierrors.IsConflict(err):
+		return staleObject(ctx)
+	case add && err != nil:
+		return ctrl.Result{}, fmt.Errorf("adding the finalizer: %w", err)
+	case add:
+		return ctrl.Result{RequeueAfter: NextPassRequeue}, nil
+	}
+	return ctrl.Result{}, client.IgnoreNotFound(err)
 }
 
 // convertForegroundDeletion turns a foreground deletion into a background one: the garbage

@@ -201,13 +201,8 @@ func (p *pass) actOnFacts(ctx context.Context, f Facts) error {
 		}
 	}
 	setStateReadable(status, p.stamp(), in.State, in.StateErr)
-	setDependencies(status, p.stamp(), f.Dependencies)
-	setIdentity(status, p.stamp(), f.Credentials)
-	if f.Credentials.Identity != "" && !f.Credentials.Allowed() {
-		// The identity lends the namespace nothing any more: its copy goes.
-		if err := p.releaseMirror(ctx, f.Credentials.Identity); err != nil {
-			return err
-		}
+	if err := p.reportClusterAPI(ctx, f); err != nil {
+		return err
 	}
 	if in.StateErr == nil && f.StateSecret != nil {
 		// Outputs are read from a state read live; a remembered state's are already written.
@@ -234,11 +229,23 @@ func (p *pass) actOnFacts(ctx context.Context, f Facts) error {
 		setRestoreProblem(status, p.stamp(), f.RestoreProblem)
 	}
 	setDriftPending(status, p.stamp(), in)
-	if in.Deleting && p.r.Kind == jobs.KindCluster {
-		setDeletionBlocked(status, p.stamp(), f.Dependents)
-	}
 	if f.RenderErr != nil && !in.Deleting {
 		setInputsProblem(status, p.stamp(), f.RenderErr)
+	}
+	return nil
+}
+
+// reportClusterAPI writes what Cluster API and the identity provide for a run, and what a
+// deleted cluster waits for; a revoked identity's copy of the credentials goes.
+func (p *pass) reportClusterAPI(ctx context.Context, f Facts) error {
+	status := p.status()
+	setDependencies(status, p.stamp(), f.Dependencies)
+	setIdentity(status, p.stamp(), f.Credentials)
+	if f.Input.Deleting && p.r.Kind == jobs.KindCluster {
+		setDeletionBlocked(status, p.stamp(), f.Dependents)
+	}
+	if f.Credentials.Identity != "" && !f.Credentials.Allowed() {
+		return p.releaseMirror(ctx, f.Credentials.Identity)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -41,23 +42,9 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if ready, err := p.runnerServiceAccountReady(ctx); err != nil {
-		return ctrl.Result{}, err
-	} else if !ready {
-		return ctrl.Result{RequeueAfter: GateRequeue}, nil
-	}
-	// The credentials are copied before the run Lease is taken, so a Secret in the way holds
-	// no Lease.
-	var mirror string
-	if p.credentials.Identity != "" {
-		var problem string
-		if mirror, problem, err = p.ensureMirror(ctx, p.credentials); err != nil {
-			return ctrl.Result{}, err
-		}
-		setMirror(p.status(), p.stamp(), mirror, problem)
-		if problem != "" {
-			return ctrl.Result{RequeueAfter: decide.DependenciesRequeue}, nil
-		}
+	mirror, wait, err := p.readyToRun(ctx)
+	if err != nil || wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, err
 	}
 	leaseReq, acquired, err := p.acquireRunLease(ctx, d.Op, name)
 	if err != nil {
@@ -72,21 +59,11 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if d.Op == jobs.OpApply {
-		if err := p.writeDurableInputs(ctx, rendered); err != nil {
-			return ctrl.Result{}, err
-		}
+	planKey, err := p.prepareOp(ctx, d, rendered)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	var planKey string
-	if d.Op == jobs.OpPlan || d.ExpectPlan != "" {
-		if planKey, err = p.ensurePlanKey(ctx); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	annotations := jobAnnotations(d, interruptedApply, p.obj.GetAnnotations())
-	if d.Op == jobs.OpApply && p.exportsHash != "" {
-		annotations[AnnotationClusterOutputsHash] = p.exportsHash
-	}
+	annotations := jobAnnotations(d, interruptedApply, p.obj.GetAnnotations(), p.exportsHash)
 	spec := p.obj.WorkspaceSpec()
 	source := spec.Source
 	source.Image = src.image
@@ -119,6 +96,55 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	return ctrl.Result{RequeueAfter: decide.JobActiveRequeue}, nil
 }
 
+// readyToRun checks what must hold before the run Lease is taken: the runner's ServiceAccount
+// may run Jobs, and the identity's credentials are copied (so a Secret in the way holds no
+// Lease). wait is how long to wait when not; mirror names the copy of the credentials.
+func (p *pass) readyToRun(ctx context.Context) (mirror string, wait time.Duration, err error) {
+	ready, err := p.runnerServiceAccountReady(ctx)
+	switch {
+	case err != nil:
+		return "", 0, err
+	case !ready:
+		return "", GateRequeue, nil
+	}
+	mirror, mirrored, err := p.mirrorCredentials(ctx)
+	switch {
+	case err != nil:
+		return "", 0, err
+	case !mirrored:
+		return "", decide.DependenciesRequeue, nil
+	}
+	return mirror, 0, nil
+}
+
+// prepareOp writes what the op reads besides its per-run Secret: an apply's durable inputs,
+// and the plan key of a plan or an approved apply, whose name it returns.
+func (p *pass) prepareOp(ctx context.Context, d decide.Decision, rendered inputs.Rendered) (planKey string, err error) {
+	if d.Op == jobs.OpApply {
+		if err := p.writeDurableInputs(ctx, rendered); err != nil {
+			return "", err
+		}
+	}
+	if d.Op == jobs.OpPlan || d.ExpectPlan != "" {
+		return p.ensurePlanKey(ctx)
+	}
+	return "", nil
+}
+
+// mirrorCredentials copies the identity's credentials for the Job about to start, if the
+// object has an identity. mirrored is false when a Secret is in the way: the run waits.
+func (p *pass) mirrorCredentials(ctx context.Context) (mirror string, mirrored bool, err error) {
+	if p.credentials.Identity == "" {
+		return "", true, nil
+	}
+	mirror, problem, err := p.ensureMirror(ctx, p.credentials)
+	if err != nil {
+		return "", false, err
+	}
+	setMirror(p.status(), p.stamp(), mirror, problem)
+	return mirror, problem == "", nil
+}
+
 // acquireRunLease takes the run Lease for the Job about to be created. When another run holds
 // it, the op waits: the condition says so and acquired is false.
 func (p *pass) acquireRunLease(ctx context.Context, op jobs.Op, job string) (req lease.Request, acquired bool, err error) {
@@ -138,8 +164,11 @@ func (p *pass) acquireRunLease(ctx context.Context, op jobs.Op, job string) (req
 // jobAnnotations are the annotations of the Job a decision starts: why it runs (after a failed
 // or an interrupted apply, to remediate drift, the restore it performs) and the approval it
 // carries out, with who gave it, since a successful apply consumes the object's annotations.
-func jobAnnotations(d decide.Decision, interruptedApply string, objAnnotations map[string]string) map[string]string {
+func jobAnnotations(d decide.Decision, interruptedApply string, objAnnotations map[string]string, exportsHash string) map[string]string {
 	annotations := map[string]string{}
+	if d.Op == jobs.OpApply && exportsHash != "" {
+		annotations[AnnotationClusterOutputsHash] = exportsHash
+	}
 	if d.AfterFailedApply {
 		annotations[jobs.AnnotationAfterFailedApply] = "true"
 	}

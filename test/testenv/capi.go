@@ -34,8 +34,11 @@ func ClusterAPICRDs() ([]string, error) {
 		return nil, fmt.Errorf("downloading %s: %w: %s", ClusterAPIModule, err, stderr.String())
 	}
 	var mod struct{ Dir string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		return nil, fmt.Errorf("reading where %s is: %v: %s", ClusterAPIModule, err, out)
+	if err := json.Unmarshal(out, &mod); err != nil {
+		return nil, fmt.Errorf("reading where %s is: %w: %s", ClusterAPIModule, err, out)
+	}
+	if mod.Dir == "" {
+		return nil, fmt.Errorf("the Go command did not say where %s is: %s", ClusterAPIModule, out)
 	}
 	var paths []string
 	for _, name := range clusterAPICRDs {
