@@ -160,8 +160,13 @@ func (p *pass) record(ctx context.Context, b *booked) error {
 // records the inputs it was made from, an apply pins its image and consumes the approvals it
 // carried out, and a restore consumes its request.
 func (p *pass) actOnSuccess(ctx context.Context, b *booked) error {
-	if b.outcome == jobs.OutcomeBlocked && p.r.Kind == jobs.KindMachinePool {
-		return p.recordBlockedExports(ctx, b.job)
+	if p.r.Kind == jobs.KindMachinePool && jobs.OpOf(b.job) == jobs.OpApply {
+		switch {
+		case b.outcome == jobs.OutcomeBlocked:
+			return p.recordBlockedExports(ctx, b.job)
+		case !b.outcome.Succeeded():
+			return p.recordFailedExports(ctx, b.job)
+		}
 	}
 	if !b.outcome.Succeeded() {
 		return nil

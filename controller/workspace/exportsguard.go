@@ -34,8 +34,15 @@ const (
 	// AppliedClusterOutputsKey holds the exports the last successful apply rendered, which a
 	// pool renders while a change waits for approval.
 	AppliedClusterOutputsKey = "applied-cluster-outputs.json"
+	// AnnotationPartialClusterOutputs records a change of the exports whose guarded apply
+	// failed after it may have begun to apply, as JSON (partialExports): the exports applied
+	// last are then no longer what the infrastructure has, so the change is never held.
+	AnnotationPartialClusterOutputs = "captf.io/partial-cluster-outputs"
 	// AnnotationClusterOutputsHash on a pool's apply Job is the hash of the exports it rendered.
 	AnnotationClusterOutputsHash = "captf.io/cluster-outputs-hash"
+	// AnnotationHeldClusterOutputs on a pool's apply Job says it rendered the exports applied
+	// last, while a change of them waits for approval.
+	AnnotationHeldClusterOutputs = "captf.io/held-cluster-outputs"
 )
 
 // ExportsGuard is how a pool renders and guards its cluster's exports.
@@ -63,6 +70,12 @@ type pendingExports struct {
 	Job        string `json:"job"`
 }
 
+// partialExports is the record of a change of the exports that may be partly applied.
+type partialExports struct {
+	Hash string `json:"hash"`
+	Job  string `json:"job"`
+}
+
 // exportsHash is the hash of exports as a pool renders them.
 func exportsHash(exports json.RawMessage) string {
 	rendered, err := contract.CanonicalExports(exports)
@@ -78,14 +91,20 @@ func exportsHash(exports json.RawMessage) string {
 // the object carries (captf.io/approve-destructive-plan).
 func exportsGuardOf(annotations map[string]string, appliedBefore bool, current, approval string) ExportsGuard {
 	applied, recorded := annotations[AnnotationAppliedClusterOutputsHash]
+	// A change half applied: recorded after a failed apply, or an apply that vanished.
+	_, partial := annotations[AnnotationPartialClusterOutputs]
+	partial = partial || annotations[jobs.AnnotationInterruptedApply] != ""
 	switch {
 	case !recorded && !appliedBefore:
 		return ExportsSettled
 	case !recorded:
 		// Applied before anything was recorded: what the exports were is unknown.
 		return ExportsGuarded
-	case current == applied:
+	case current == applied && !partial:
 		return ExportsSettled
+	case partial:
+		// A change may be half applied: whatever renders now is guarded.
+		return ExportsGuarded
 	}
 	var pending pendingExports
 	if err := json.Unmarshal([]byte(annotations[AnnotationPendingClusterOutputs]), &pending); err == nil &&
@@ -139,6 +158,31 @@ func recordAppliedExports(durable *corev1.Secret, job *batchv1.Job) {
 	if json.Unmarshal([]byte(durable.Annotations[AnnotationPendingClusterOutputs]), &pending) == nil && pending.Hash == hash {
 		delete(durable.Annotations, AnnotationPendingClusterOutputs)
 	}
+	// Applied whole: nothing is half applied any more.
+	delete(durable.Annotations, AnnotationPartialClusterOutputs)
+}
+
+// recordFailedExports records, after a pool's apply that carried a change of the exports failed
+// (not blocked: it may have begun to apply), that the change may be partly applied.
+func (p *pass) recordFailedExports(ctx context.Context, job *batchv1.Job) error {
+	hash := job.Annotations[AnnotationClusterOutputsHash]
+	if hash == "" {
+		return nil
+	}
+	durable, err := p.readDurable(ctx)
+	if err != nil || durable.Name == "" || durable.Annotations[AnnotationAppliedClusterOutputsHash] == hash {
+		return err
+	}
+	record, _ := json.Marshal(partialExports{Hash: hash, Job: job.Name})
+	patch := client.MergeFrom(durable.DeepCopy())
+	if durable.Annotations == nil {
+		durable.Annotations = map[string]string{}
+	}
+	durable.Annotations[AnnotationPartialClusterOutputs] = string(record)
+	if err := p.r.Client.Patch(ctx, durable, patch); err != nil {
+		return fmt.Errorf("recording the failed change of the cluster's exports: %w", err)
+	}
+	return nil
 }
 
 // recordBlockedExports records, after a pool's guarded apply stopped before a destructive

@@ -88,7 +88,8 @@ func TestAChangeOfTheClustersExportsIsGuardedAndHeldForAPool(t *testing.T) {
 	h.settle(pool)
 	held := h.runningJob(jobs.KindMachinePool, "p1")
 	vars := string(h.secret(jobs.InputsSecretName(jobs.KindMachinePool, "p1")).Data["terraform.tfvars.json"])
-	if hasArg(held, "--guard-deletes") || !strings.Contains(vars, `"captf_cluster_outputs":{"vpc":"vpc-1"}`) || !strings.Contains(vars, `"size":2`) {
+	if hasArg(held, "--guard-deletes") || held.Annotations[workspace.AnnotationHeldClusterOutputs] != "true" ||
+		!strings.Contains(vars, `"captf_cluster_outputs":{"vpc":"vpc-1"}`) || !strings.Contains(vars, `"size":2`) {
 		t.Fatalf("the held apply: guarded %v, variables %s", hasArg(held, "--guard-deletes"), vars)
 	}
 	h.finish(held, jobs.OutcomeSucceeded, nil)

@@ -235,8 +235,9 @@ type pass struct {
 	durable     *corev1.Secret
 	// credentials are what the object's identity lends its runs.
 	credentials Credentials
-	// exportsHash is the hash of the cluster's exports a pool renders in this pass.
-	exportsHash string
+	// exportsGuard and exportsHash are how a pool renders its cluster's exports in this pass.
+	exportsGuard ExportsGuard
+	exportsHash  string
 }
 
 func (r *Reconciler) newPass(obj infrav1.Workspace) *pass {

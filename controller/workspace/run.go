@@ -55,7 +55,8 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	p.durableRead, p.durable, p.credentials, p.exportsHash = f.durableRead, f.durable, f.Credentials, f.ExportsHash
+	p.durableRead, p.durable, p.credentials = f.durableRead, f.durable, f.Credentials
+	p.exportsGuard, p.exportsHash = f.ExportsGuard, f.ExportsHash
 	if err := p.actOnFacts(ctx, f); err != nil {
 		return ctrl.Result{}, err
 	}

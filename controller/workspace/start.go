@@ -63,7 +63,7 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	annotations := jobAnnotations(d, interruptedApply, p.obj.GetAnnotations(), p.exportsHash)
+	annotations := jobAnnotations(d, interruptedApply, p.obj.GetAnnotations(), p.exportsHash, p.exportsGuard == ExportsHeld)
 	spec := p.obj.WorkspaceSpec()
 	source := spec.Source
 	source.Image = src.image
@@ -164,10 +164,13 @@ func (p *pass) acquireRunLease(ctx context.Context, op jobs.Op, job string) (req
 // jobAnnotations are the annotations of the Job a decision starts: why it runs (after a failed
 // or an interrupted apply, to remediate drift, the restore it performs) and the approval it
 // carries out, with who gave it, since a successful apply consumes the object's annotations.
-func jobAnnotations(d decide.Decision, interruptedApply string, objAnnotations map[string]string, exportsHash string) map[string]string {
+func jobAnnotations(d decide.Decision, interruptedApply string, objAnnotations map[string]string, exportsHash string, held bool) map[string]string {
 	annotations := map[string]string{}
 	if d.Op == jobs.OpApply && exportsHash != "" {
 		annotations[AnnotationClusterOutputsHash] = exportsHash
+		if held {
+			annotations[AnnotationHeldClusterOutputs] = "true"
+		}
 	}
 	if d.AfterFailedApply {
 		annotations[jobs.AnnotationAfterFailedApply] = "true"
