@@ -25,6 +25,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/identity"
 	"github.com/captf/captf/controller/metrics"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
@@ -116,6 +117,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if err := r.SetupWithManager(mgr, opts.Concurrency); err != nil {
 			return fmt.Errorf("setting up the %s reconciler: %w", r.Kind, err)
 		}
+	}
+	identities := &identity.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: base.Recorder, Clock: opts.Clock}
+	if err := identities.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the TerraformClusterIdentity reconciler: %w", err)
 	}
 	return nil
 }

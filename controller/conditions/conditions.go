@@ -143,6 +143,9 @@ const (
 	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 	ReasonSecretNotFound      = "SecretNotFound"
 
+	// Ready of a TerraformClusterIdentity (SecretNotFound also says why IdentityAllowed is False).
+	ReasonSecretFound = "SecretFound"
+
 	// CredentialsMirrored.
 	ReasonMirrored     = "Mirrored"
 	ReasonMirrorFailed = "MirrorFailed"
