@@ -108,7 +108,7 @@ func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj 
 	if f.Dependencies, err = r.dependencies(ctx, reader, obj, durableVars); err != nil {
 		return f, err
 	}
-	if f.Credentials, err = r.credentials(ctx, reader, obj); err != nil {
+	if f.Credentials, err = r.credentials(ctx, reader, obj, f.Durable.Annotations); err != nil {
 		return f, err
 	}
 	if r.Kind == jobs.KindMachinePool && f.Dependencies.Ready() {

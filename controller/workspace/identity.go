@@ -67,11 +67,18 @@ func identityRefused(identity, reason, format string, args ...any) Credentials {
 }
 
 // credentials resolves the object's identity (its own identityRef, else for a machine or pool
-// its cluster's) and checks that the object's namespace may use it, live.
-func (r *Reconciler) credentials(ctx context.Context, reader client.Reader, obj infrav1.Workspace) (Credentials, error) {
-	name, err := identityOf(ctx, reader, obj)
-	if err != nil || name == "" {
-		return Credentials{}, err
+// its cluster's; a provisioned machine keeps the one it was provisioned with, pinned on its
+// durable inputs) and checks that the object's namespace may use it, live.
+func (r *Reconciler) credentials(ctx context.Context, reader client.Reader, obj infrav1.Workspace, durable map[string]string) (Credentials, error) {
+	name, pinned := durable[AnnotationIdentity]
+	if !pinned || r.KindInfo.InputsMutable(obj) {
+		var err error
+		if name, err = identityOf(ctx, reader, obj); err != nil {
+			return Credentials{}, err
+		}
+	}
+	if name == "" {
+		return Credentials{}, nil
 	}
 	var identity infrav1.TerraformClusterIdentity
 	switch err := reader.Get(ctx, client.ObjectKey{Name: name}, &identity); {

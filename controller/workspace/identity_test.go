@@ -193,3 +193,39 @@ func TestASecretInTheWayOfTheCopyIsNotTouched(t *testing.T) {
 		t.Fatalf("the foreign Secret was overwritten: %q", got)
 	}
 }
+
+// A machine takes its cluster's identity until it is provisioned, and keeps that one after: its
+// recorded inputs were applied with it.
+func TestAProvisionedMachineKeepsTheIdentityItWasProvisionedWith(t *testing.T) {
+	h := newHarness(t, jobs.KindMachine)
+	first := h.identity(&infrav1.AllowedNamespaces{List: []string{h.ns}}, map[string]string{"k": "v"})
+	tc := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: h.ns,
+		Annotations: map[string]string{"cluster.x-k8s.io/managed-by": "elsewhere"}}}
+	tc.Spec.Source.Image = image
+	tc.Spec.IdentityRef = &infrav1.IdentityReference{Name: first.Name}
+	if err := h.c.Create(h.ctx, tc); err != nil {
+		t.Fatal(err)
+	}
+	m := machine(h, "m1")
+	h.create(m)
+	h.settle(m)
+	h.wantIdentity(m, metav1.ConditionTrue, conditions.ReasonIdentityAllowed)
+	h.writeState(jobs.KindMachine, "m1", 1)
+	h.finish(h.runningJob(jobs.KindMachine, "m1"), jobs.OutcomeSucceeded, nil)
+	h.settle(m)
+	h.get(m)
+	if !m.Status.IsProvisioned() {
+		t.Fatalf("the machine is not provisioned: %+v", m.Status.Conditions)
+	}
+
+	h.get(tc)
+	tc.Spec.IdentityRef = &infrav1.IdentityReference{Name: "another"}
+	if err := h.c.Update(h.ctx, tc); err != nil {
+		t.Fatal(err)
+	}
+	h.settle(m)
+	h.wantIdentity(m, metav1.ConditionTrue, conditions.ReasonIdentityAllowed)
+	if c := conditions.Get(m.Status.Conditions, conditions.IdentityAllowed); !strings.Contains(c.Message, first.Name) {
+		t.Fatalf("IdentityAllowed = %+v, want the identity the machine was provisioned with", c)
+	}
+}

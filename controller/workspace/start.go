@@ -252,6 +252,8 @@ func (p *pass) writeDurableInputs(ctx context.Context, rendered inputs.Rendered)
 			Data: rendered.Data(),
 		}
 		secret.Annotations[jobs.AnnotationImage] = p.obj.WorkspaceSpec().Source.Image
+		// The identity an apply ran with: a machine keeps it once provisioned.
+		secret.Annotations[AnnotationIdentity] = p.credentials.Identity
 		if err := p.r.Client.Create(ctx, &secret); err != nil {
 			return fmt.Errorf("creating the durable inputs Secret: %w", err)
 		}
@@ -261,7 +263,7 @@ func (p *pass) writeDurableInputs(ctx context.Context, rendered inputs.Rendered)
 	}
 	image := p.obj.WorkspaceSpec().Source.Image
 	if string(secret.Data[inputs.MainFile]) == string(rendered.Main) && string(secret.Data[inputs.VarsFile]) == string(rendered.Vars) &&
-		secret.Annotations[jobs.AnnotationImage] == image {
+		secret.Annotations[jobs.AnnotationImage] == image && secret.Annotations[AnnotationIdentity] == p.credentials.Identity {
 		return nil
 	}
 	held := secret.Data[AppliedClusterOutputsKey]
@@ -278,6 +280,7 @@ func (p *pass) writeDurableInputs(ctx context.Context, rendered inputs.Rendered)
 		delete(secret.Annotations, jobs.AnnotationImageDigest)
 	}
 	secret.Annotations[jobs.AnnotationImage] = image
+	secret.Annotations[AnnotationIdentity] = p.credentials.Identity
 	if err := p.r.Client.Update(ctx, &secret); err != nil {
 		return fmt.Errorf("updating the durable inputs Secret: %w", err)
 	}

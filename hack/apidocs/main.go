@@ -44,7 +44,7 @@ var groups = []group{
 	{
 		Name:  "infrastructure.cluster.x-k8s.io/v1alpha1",
 		Dir:   "apis/infrastructure/v1alpha1",
-		Kinds: []string{"TerraformCluster", "TerraformMachine", "TerraformMachinePool", "TerraformClusterTemplate", "TerraformMachineTemplate", "TerraformMachinePoolTemplate"},
+		Kinds: []string{"TerraformCluster", "TerraformMachine", "TerraformMachinePool", "TerraformClusterTemplate", "TerraformMachineTemplate", "TerraformMachinePoolTemplate", "TerraformClusterIdentity"},
 		Intro: "Custom resources, installed from `artifacts/crd/` and reconciled by the captf controller.",
 	},
 	{
