@@ -14,9 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -354,74 +352,5 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	return b.Complete(r)
 }
 
-// clusterMembers maps a Cluster to the objects of this kind with its cluster-name label.
-func (r *Reconciler) clusterMembers(ctx context.Context, cluster client.Object) []reconcile.Request {
-	list := r.KindInfo.NewList()
-	if err := r.Client.List(ctx, list, client.InNamespace(cluster.GetNamespace()), client.MatchingLabels{jobs.LabelClusterName: jobs.LabelValue(cluster.GetName())}); err != nil {
-		logf.FromContext(ctx).Error(err, "mapping a Cluster to its objects", "cluster", client.ObjectKeyFromObject(cluster))
-		return nil
-	}
-	var out []reconcile.Request
-	_ = meta.EachListItem(list, func(o runtime.Object) error {
-		if obj, ok := o.(client.Object); ok {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
-		}
-		return nil
-	})
-	return out
-}
-
-// identityUsers maps a TerraformClusterIdentity to the objects of this kind whose identityRef
-// names it.
-func (r *Reconciler) identityUsers(ctx context.Context, identity client.Object) []reconcile.Request {
-	list := r.KindInfo.NewList()
-	if err := r.Client.List(ctx, list); err != nil {
-		logf.FromContext(ctx).Error(err, "mapping an identity to its users", "identity", identity.GetName())
-		return nil
-	}
-	var out []reconcile.Request
-	_ = meta.EachListItem(list, func(o runtime.Object) error {
-		if obj, ok := o.(infrav1.Workspace); ok {
-			if ref := obj.WorkspaceSpec().IdentityRef; ref != nil && ref.Name == identity.GetName() {
-				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
-			}
-		}
-		return nil
-	})
-	return out
-}
-
-// infrastructureOf maps a Machine or MachinePool to the object of this kind its infrastructure
-// reference names, if any.
-func (r *Reconciler) infrastructureOf(owner client.Object, ref clusterv1.ContractVersionedObjectReference) []reconcile.Request {
-	if ref.APIGroup != infrav1.GroupVersion.Group || ref.Kind != r.KindInfo.Kind || ref.Name == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: owner.GetNamespace(), Name: ref.Name}}}
-}
-
 // ownerNameIndex indexes objects by the value of their owner-name label (jobs.LabelValue).
 const ownerNameIndex = "captf.ownerNameLabel"
-
-// secretOwners maps a managed Secret to the objects of this kind its owner labels name: a
-// name label is the name itself, or a hash of a long one, so the index answers both.
-func (r *Reconciler) secretOwners(ctx context.Context, secret client.Object) []reconcile.Request {
-	labels := secret.GetLabels()
-	if labels[jobs.LabelOwnerKind] != string(r.Kind) || labels[jobs.LabelOwnerName] == "" {
-		return nil
-	}
-	list := r.KindInfo.NewList()
-	if err := r.Client.List(ctx, list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{ownerNameIndex: labels[jobs.LabelOwnerName]}); err != nil {
-		// A cache list fails only when the cache is broken; the object's next pass reads anew.
-		logf.FromContext(ctx).Error(err, "mapping a Secret to its object", "secret", client.ObjectKeyFromObject(secret))
-		return nil
-	}
-	var out []reconcile.Request
-	_ = meta.EachListItem(list, func(o runtime.Object) error {
-		if obj, ok := o.(client.Object); ok {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
-		}
-		return nil
-	})
-	return out
-}
