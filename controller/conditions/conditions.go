@@ -36,6 +36,9 @@ const (
 	// DependenciesReady reports whether what a run needs from Cluster API is there: the owner,
 	// its back-references, the cluster's infrastructure and exports, the bootstrap data.
 	DependenciesReady = "DependenciesReady"
+	// EndpointAvailable reports whether a cluster has a control plane endpoint: its own, its
+	// module's or its Cluster's. Never counts toward Ready.
+	EndpointAvailable = "EndpointAvailable"
 	// IdentityAllowed reports whether the object's TerraformClusterIdentity lends its namespace
 	// credentials; set only for an object with an identity.
 	IdentityAllowed = "IdentityAllowed"
@@ -136,6 +139,10 @@ const (
 	ReasonWaitingForClusterInfrastructure = "WaitingForClusterInfrastructure"
 	ReasonWaitingForClusterExports        = "WaitingForClusterExports"
 	ReasonWaitingForBootstrapData         = "WaitingForBootstrapData"
+
+	// EndpointAvailable.
+	ReasonEndpointAvailable  = "EndpointAvailable"
+	ReasonWaitingForEndpoint = "WaitingForEndpoint"
 
 	// IdentityAllowed.
 	ReasonIdentityAllowed     = "IdentityAllowed"

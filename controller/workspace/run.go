@@ -245,6 +245,10 @@ func (p *pass) reportClusterAPI(ctx context.Context, f Facts) error {
 	if f.Input.Deleting && p.r.Kind == jobs.KindCluster {
 		setDeletionBlocked(status, p.stamp(), f.Dependents)
 	}
+	if tc, ok := p.obj.(*infrav1.TerraformCluster); ok {
+		ep := tc.Spec.ControlPlaneEndpoint
+		setEndpointAvailable(status, p.stamp(), (ep.Host != "" && ep.Port != 0) || f.Dependencies.Inputs.Cluster.ControlPlaneEndpoint != nil)
+	}
 	if f.Credentials.Identity != "" && !f.Credentials.Allowed() {
 		return p.releaseMirror(ctx, f.Credentials.Identity)
 	}

@@ -323,3 +323,15 @@ func setMirror(s *infrav1.WorkspaceStatus, at stamp, mirror, problem string) {
 	}
 	at.set(&s.Conditions, conditions.CredentialsMirrored, metav1.ConditionTrue, conditions.ReasonMirrored, "the Jobs read the credentials from Secret "+mirror)
 }
+
+// setEndpointAvailable reports whether a cluster has a control plane endpoint (known says so):
+// True once it has one; False only once it is provisioned without one; unset before.
+func setEndpointAvailable(s *infrav1.WorkspaceStatus, at stamp, known bool) {
+	switch {
+	case known:
+		at.set(&s.Conditions, conditions.EndpointAvailable, metav1.ConditionTrue, conditions.ReasonEndpointAvailable, "the cluster has a control plane endpoint")
+	case s.IsProvisioned():
+		at.set(&s.Conditions, conditions.EndpointAvailable, metav1.ConditionFalse, conditions.ReasonWaitingForEndpoint,
+			"provisioned without a control plane endpoint: none in spec.controlPlaneEndpoint, the module's control_plane_endpoint output or the Cluster's")
+	}
+}

@@ -370,3 +370,33 @@ func TestSetDependencies(t *testing.T) {
 		})
 	}
 }
+
+func TestSetEndpointAvailable(t *testing.T) {
+	provisioned := func(s *infrav1.WorkspaceStatus) { s.Initialization = &infrav1.Initialization{Provisioned: ptr.To(true)} }
+	for _, tc := range []struct {
+		rule   string
+		before func(*infrav1.WorkspaceStatus)
+		known  bool
+		want   metav1.ConditionStatus
+		reason string
+	}{
+		{"a known endpoint is available", nil, true, metav1.ConditionTrue, conditions.ReasonEndpointAvailable},
+		{"a provisioned cluster without one waits for it", provisioned, false, metav1.ConditionFalse, conditions.ReasonWaitingForEndpoint},
+		{"before provisioning nothing is said", nil, false, "", ""},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			var s infrav1.WorkspaceStatus
+			if tc.before != nil {
+				tc.before(&s)
+			}
+			setEndpointAvailable(&s, at, tc.known)
+			if tc.want == "" {
+				if c := conditions.Get(s.Conditions, conditions.EndpointAvailable); c != nil {
+					t.Fatalf("EndpointAvailable = %+v, want none", c)
+				}
+				return
+			}
+			wantCondition(t, &s, conditions.EndpointAvailable, tc.want, tc.reason)
+		})
+	}
+}
