@@ -203,7 +203,20 @@ func TestLeastPrivilege(t *testing.T) {
 		{ctrl, "create", runs, "plans", "approval", ns, "", false},
 		{ctrl, "delete", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "", false},
 		{ctrl, "update", "", "nodes", "", "", "", false},
-		{ctrl, "get", "", "configmaps", "", ns, "", false},
+		// spec.variablesFrom reads a labelled ConfigMap by name: get, never list or watch.
+		{ctrl, "get", "", "configmaps", "", ns, "", true},
+		{ctrl, "list", "", "configmaps", "", ns, "", false},
+		{ctrl, "watch", "", "configmaps", "", "", "", false},
+		{ctrl, "update", "", "configmaps", "", ns, "", false},
+		// Owner lookup reads Cluster API's objects; identities and their allowed namespaces.
+		{ctrl, "watch", "cluster.x-k8s.io", "machines", "", "", "", true},
+		{ctrl, "get", "cluster.x-k8s.io", "machinepools", "", ns, "", true},
+		{ctrl, "patch", "cluster.x-k8s.io", "machines", "", ns, "", false},
+		{ctrl, "watch", infra, "terraformclusteridentities", "", "", "", true},
+		{ctrl, "patch", infra, "terraformclusteridentities", "status", "", "", true},
+		{ctrl, "update", infra, "terraformclusteridentities", "", "", "", false},
+		{ctrl, "get", "", "namespaces", "", "", ns, true},
+		{ctrl, "list", "", "namespaces", "", "", "", false},
 	}
 	denied, granted := 0, 0
 	for _, c := range checks {
