@@ -372,7 +372,9 @@ func TestSetDependencies(t *testing.T) {
 }
 
 func TestSetEndpointAvailable(t *testing.T) {
-	provisioned := func(s *infrav1.WorkspaceStatus) { s.Initialization = &infrav1.Initialization{Provisioned: ptr.To(true)} }
+	provisioned := func(s *infrav1.WorkspaceStatus) {
+		s.Initialization = &infrav1.Initialization{Provisioned: ptr.To(true)}
+	}
 	for _, tc := range []struct {
 		rule   string
 		before func(*infrav1.WorkspaceStatus)
