@@ -165,6 +165,23 @@ func recordAppliedExports(durable *corev1.Secret, job *batchv1.Job) {
 // recordFailedExports records, after a pool's apply that carried a change of the exports failed
 // (not blocked: it may have begun to apply), that the change may be partly applied.
 func (p *pass) recordFailedExports(ctx context.Context, job *batchv1.Job) error {
+	return p.recordExportsChange(ctx, job, AnnotationPartialClusterOutputs, func(hash string) any {
+		return partialExports{Hash: hash, Job: job.Name}
+	})
+}
+
+// recordBlockedExports records, after a pool's guarded apply stopped before a destructive
+// plan, the change of the exports it carried: it is held until approved.
+func (p *pass) recordBlockedExports(ctx context.Context, job *batchv1.Job) error {
+	return p.recordExportsChange(ctx, job, AnnotationPendingClusterOutputs, func(hash string) any {
+		return pendingExports{Hash: hash, InputsHash: job.Annotations[jobs.AnnotationInputsHash], Job: job.Name}
+	})
+}
+
+// recordExportsChange writes record(hash) as JSON into the annotation key of the durable inputs,
+// when the finished apply job carried a change of the exports (its hash differs from the
+// applied one; with the same exports, something else made it fail or stop).
+func (p *pass) recordExportsChange(ctx context.Context, job *batchv1.Job, key string, record func(hash string) any) error {
 	hash := job.Annotations[AnnotationClusterOutputsHash]
 	if hash == "" {
 		return nil
@@ -173,40 +190,17 @@ func (p *pass) recordFailedExports(ctx context.Context, job *batchv1.Job) error 
 	if err != nil || durable.Name == "" || durable.Annotations[AnnotationAppliedClusterOutputsHash] == hash {
 		return err
 	}
-	record, _ := json.Marshal(partialExports{Hash: hash, Job: job.Name})
-	patch := client.MergeFrom(durable.DeepCopy())
-	if durable.Annotations == nil {
-		durable.Annotations = map[string]string{}
-	}
-	durable.Annotations[AnnotationPartialClusterOutputs] = string(record)
-	if err := p.r.Client.Patch(ctx, durable, patch); err != nil {
-		return fmt.Errorf("recording the failed change of the cluster's exports: %w", err)
-	}
-	return nil
-}
-
-// recordBlockedExports records, after a pool's guarded apply stopped before a destructive
-// plan, the change of the exports it carried: it is held until approved.
-func (p *pass) recordBlockedExports(ctx context.Context, job *batchv1.Job) error {
-	hash := job.Annotations[AnnotationClusterOutputsHash]
-	if hash == "" {
-		return nil
-	}
-	durable, err := p.readDurable(ctx)
-	if err != nil || durable.Name == "" {
+	value, err := json.Marshal(record(hash))
+	if err != nil {
 		return err
 	}
-	if durable.Annotations[AnnotationAppliedClusterOutputsHash] == hash {
-		return nil // the exports did not change: something else was destructive
-	}
-	record, _ := json.Marshal(pendingExports{Hash: hash, InputsHash: job.Annotations[jobs.AnnotationInputsHash], Job: job.Name})
 	patch := client.MergeFrom(durable.DeepCopy())
 	if durable.Annotations == nil {
 		durable.Annotations = map[string]string{}
 	}
-	durable.Annotations[AnnotationPendingClusterOutputs] = string(record)
+	durable.Annotations[key] = string(value)
 	if err := p.r.Client.Patch(ctx, durable, patch); err != nil {
-		return fmt.Errorf("recording the blocked change of the cluster's exports: %w", err)
+		return fmt.Errorf("recording %s on the durable inputs: %w", key, err)
 	}
 	return nil
 }
