@@ -25,7 +25,8 @@ TOFU_LDFLAGS := -s -w -X github.com/opentofu/opentofu/version.dev=no
 
 K8S_TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/etcd
 GEN_TOOLS := $(BIN)/controller-gen $(BIN)/deepcopy-gen $(BIN)/conversion-gen $(BIN)/defaulter-gen $(BIN)/openapi-gen
-TOOLS     := $(K8S_TOOLS) $(BIN)/tofu $(GEN_TOOLS) $(BIN)/golangci-lint
+CAPI_TOOLS := $(BIN)/capi-manager $(BIN)/clusterctl
+TOOLS     := $(K8S_TOOLS) $(BIN)/tofu $(GEN_TOOLS) $(BIN)/golangci-lint $(CAPI_TOOLS)
 
 GO_FILES = $(shell find . -name '*.go' -not -path './bin/*' -not -path './.local/*' -not -path './tmp/*')
 # A count, not a duration: Go before 1.27 can fail a duration-bounded fuzz run with "context
@@ -40,7 +41,7 @@ help: ## Show the targets.
 ##@ Tools (built from the Go module proxy, cached in bin/)
 
 .PHONY: tools
-tools: $(TOOLS) ## Build the control plane, OpenTofu, the code generators and golangci-lint into bin/ (skips what exists).
+tools: $(TOOLS) ## Build the control plane, OpenTofu, the code generators, golangci-lint, Cluster API's core manager and clusterctl into bin/ (skips what exists).
 
 $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
 	@mkdir -p $(BIN)
@@ -53,6 +54,18 @@ $(BIN)/etcd: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
 $(BIN)/tofu: hack/tools/tofu/go.mod hack/tools/tofu/go.sum
 	@mkdir -p $(BIN)
 	cd hack/tools/tofu && $(GO) build -ldflags '$(TOFU_LDFLAGS)' -o $@ github.com/opentofu/opentofu/cmd/tofu
+
+# Cluster API's version, stamped as its release build does: clusterctl compares it with the
+# providers' contracts.
+CAPI_LDFLAGS := -s -w -X sigs.k8s.io/cluster-api/version.gitVersion=v1.14.2 -X sigs.k8s.io/cluster-api/version.gitMajor=1 -X sigs.k8s.io/cluster-api/version.gitMinor=14
+
+$(BIN)/capi-manager: hack/tools/capi/go.mod hack/tools/capi/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/capi && $(GO) build -ldflags '$(CAPI_LDFLAGS)' -o $@ sigs.k8s.io/cluster-api/core
+
+$(BIN)/clusterctl: hack/tools/capi/go.mod hack/tools/capi/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/capi && $(GO) build -ldflags '$(CAPI_LDFLAGS)' -o $@ sigs.k8s.io/cluster-api/cmd/clusterctl
 
 $(BIN)/controller-gen: hack/tools/gen/go.mod hack/tools/gen/go.sum
 	@mkdir -p $(BIN)
