@@ -48,6 +48,9 @@ type Options struct {
 	Images map[string]nodeagent.Image
 	// LogDir receives the processes' logs; defaults to the control plane's scratch directory.
 	LogDir string
+	// ClusterAPI runs Cluster API's core manager (bin/capi-manager) next to captf, with every
+	// CRD of Cluster API's core and its webhooks served on loopback.
+	ClusterAPI bool
 }
 
 // System is a running captf.
@@ -75,7 +78,7 @@ type System struct {
 
 // Start brings the whole system up. Stop it with Stop, also when Start fails halfway.
 func Start(ctx context.Context, opts Options) (*System, error) {
-	env, err := testenv.Start(ctx, testenv.Options{ControllerManager: true})
+	env, err := testenv.Start(ctx, testenv.Options{ControllerManager: true, ClusterAPICore: opts.ClusterAPI})
 	s := &System{Env: env}
 	if err != nil {
 		return s, err
@@ -106,7 +109,54 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	if err := s.startController(ctx); err != nil {
 		return s, err
 	}
+	if opts.ClusterAPI {
+		if err := s.startClusterAPI(ctx); err != nil {
+			return s, err
+		}
+	}
 	return s, nil
+}
+
+// ClusterAPIManager is the binary of Cluster API's core manager in bin/ (make tools).
+const ClusterAPIManager = "capi-manager"
+
+// startClusterAPI runs Cluster API's core manager as a local process under the admin identity,
+// its webhooks (defaulting and validation; conversion is not needed, as everything here speaks
+// v1beta2) registered with the API server on loopback with a generated certificate, and waits
+// until it is ready. MachinePool is a feature gate of Cluster API; it is on.
+func (s *System) startClusterAPI(ctx context.Context) error {
+	manager := filepath.Join(s.Env.BinDir, ClusterAPIManager)
+	if _, err := os.Stat(manager); err != nil {
+		return fmt.Errorf("Cluster API's core manager is missing (run `make tools`): %w", err)
+	}
+	dir, err := testenv.ClusterAPIDir()
+	if err != nil {
+		return err
+	}
+	port, err := testenv.FreePort()
+	if err != nil {
+		return err
+	}
+	healthPort, err := testenv.FreePort()
+	if err != nil {
+		return err
+	}
+	certDir, caPEM, err := s.webhookCerts("capi-webhook-service", "capi-system")
+	if err != nil {
+		return err
+	}
+	if err := s.Env.InstallWebhooks(ctx, filepath.Join(dir, "core", "config", "webhook", "manifests.yaml"), port, caPEM); err != nil {
+		return err
+	}
+	if err := s.run("capi-manager", manager,
+		"--kubeconfig="+s.Env.Kubeconfig, "--leader-elect=false",
+		"--health-addr=127.0.0.1:"+strconv.Itoa(healthPort), "--diagnostics-address=127.0.0.1:0", "--insecure-diagnostics",
+		"--webhook-port="+strconv.Itoa(port), "--webhook-cert-dir="+certDir,
+		"--feature-gates=MachinePool=true",
+	); err != nil {
+		return err
+	}
+	return waitForReady(ctx, "http://127.0.0.1:"+strconv.Itoa(healthPort)+"/readyz", 2*time.Minute)
 }
 
 // build compiles the three product binaries.
@@ -256,29 +306,39 @@ func (s *System) setUpWebhooks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cert, err := s.Env.NewServingCert("captf-webhook-service", Namespace)
+	dir, caPEM, err := s.webhookCerts("captf-webhook-service", Namespace)
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(s.Env.Dir, "webhook-certs")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	for from, to := range map[string]string{cert.CertFile: "tls.crt", cert.KeyFile: "tls.key"} {
-		data, err := os.ReadFile(from)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, to), data, 0o600); err != nil {
-			return err
-		}
-	}
 	manifest := filepath.Join(s.Env.RepoRoot, "artifacts", "controller", "webhook.yaml")
-	if err := s.Env.InstallWebhooks(ctx, manifest, port, cert.CAPEM); err != nil {
+	if err := s.Env.InstallWebhooks(ctx, manifest, port, caPEM); err != nil {
 		return err
 	}
 	s.webhookPort, s.webhookCertDir = port, dir
 	return nil
+}
+
+// webhookCerts writes a fresh CA and a serving certificate for service.namespace.svc (and
+// loopback) as tls.crt and tls.key in a directory of their own, and returns it with the CA.
+func (s *System) webhookCerts(service, namespace string) (dir string, caPEM []byte, err error) {
+	cert, err := s.Env.NewServingCert(service, namespace)
+	if err != nil {
+		return "", nil, err
+	}
+	dir = filepath.Join(s.Env.Dir, "webhook-certs-"+service)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", nil, err
+	}
+	for from, to := range map[string]string{cert.CertFile: "tls.crt", cert.KeyFile: "tls.key"} {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, to), data, 0o600); err != nil {
+			return "", nil, err
+		}
+	}
+	return dir, cert.CAPEM, nil
 }
 
 // process is a product binary the system runs.

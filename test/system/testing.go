@@ -28,6 +28,9 @@ var (
 // server's logs.
 func Main(m *testing.M, opts Options) int {
 	needed := append(testenv.Options{ControllerManager: true}.Binaries(), testenv.TofuBinary)
+	if opts.ClusterAPI {
+		needed = append(needed, ClusterAPIManager)
+	}
 	if missing := testenv.MissingBinaries(needed...); len(missing) > 0 {
 		if testenv.InCI() {
 			fmt.Fprintf(os.Stderr, "system: binaries missing from bin/: %v\n", missing)

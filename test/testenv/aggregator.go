@@ -231,8 +231,8 @@ spec:
 	return nil
 }
 
-// InstallWebhooks creates the ValidatingWebhookConfigurations of a manifest with each webhook
-// pointed at https://127.0.0.1:<port><its service path>, trusting caPEM: the shipped
+// InstallWebhooks creates the validating and mutating webhook configurations of a manifest with
+// each webhook pointed at https://127.0.0.1:<port><its service path>, trusting caPEM: the shipped
 // configuration, served by a process on loopback.
 func (e *Env) InstallWebhooks(ctx context.Context, manifest string, port int, caPEM []byte) error {
 	objs, err := ReadManifests(manifest)
@@ -243,25 +243,40 @@ func (e *Env) InstallWebhooks(ctx context.Context, manifest string, port int, ca
 	if err != nil {
 		return err
 	}
+	loopback := func(cc *admissionregistrationv1.WebhookClientConfig) {
+		path := ""
+		if cc.Service != nil && cc.Service.Path != nil {
+			path = *cc.Service.Path
+		}
+		url := fmt.Sprintf("https://127.0.0.1:%d%s", port, path)
+		cc.Service, cc.URL, cc.CABundle = nil, &url, caPEM
+	}
 	for _, u := range objs {
-		if u.GetKind() != "ValidatingWebhookConfiguration" {
+		var cfg client.Object
+		switch u.GetKind() {
+		case "ValidatingWebhookConfiguration":
+			var v admissionregistrationv1.ValidatingWebhookConfiguration
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &v); err != nil {
+				return fmt.Errorf("reading %s: %w", u.GetName(), err)
+			}
+			for i := range v.Webhooks {
+				loopback(&v.Webhooks[i].ClientConfig)
+			}
+			cfg = &v
+		case "MutatingWebhookConfiguration":
+			var m admissionregistrationv1.MutatingWebhookConfiguration
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &m); err != nil {
+				return fmt.Errorf("reading %s: %w", u.GetName(), err)
+			}
+			for i := range m.Webhooks {
+				loopback(&m.Webhooks[i].ClientConfig)
+			}
+			cfg = &m
+		default:
 			continue
 		}
-		var cfg admissionregistrationv1.ValidatingWebhookConfiguration
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &cfg); err != nil {
-			return fmt.Errorf("reading %s: %w", u.GetName(), err)
-		}
-		for i := range cfg.Webhooks {
-			cc := &cfg.Webhooks[i].ClientConfig
-			path := ""
-			if cc.Service != nil && cc.Service.Path != nil {
-				path = *cc.Service.Path
-			}
-			url := fmt.Sprintf("https://127.0.0.1:%d%s", port, path)
-			cc.Service, cc.URL, cc.CABundle = nil, &url, caPEM
-		}
-		if err := c.Create(ctx, &cfg); err != nil {
-			return fmt.Errorf("creating %s: %w", cfg.Name, err)
+		if err := c.Create(ctx, cfg); err != nil {
+			return fmt.Errorf("creating %s: %w", cfg.GetName(), err)
 		}
 	}
 	return nil

@@ -20,9 +20,9 @@ var clusterAPICRDs = []string{
 	"cluster.x-k8s.io_machinepools.yaml",
 }
 
-// ClusterAPICRDs returns the paths of the Cluster API CRDs captf reads, from the module cache;
-// the Go command downloads the module from the module proxy when the cache lacks it.
-func ClusterAPICRDs() ([]string, error) {
+// ClusterAPIDir returns where the Cluster API module is in the module cache; the Go command
+// downloads it from the module proxy when the cache lacks it.
+func ClusterAPIDir() (string, error) {
 	cmd := exec.Command("go", "mod", "download", "-json", ClusterAPIModule)
 	// Outside any module, so no go.mod is read or changed.
 	cmd.Dir = os.TempDir()
@@ -31,18 +31,32 @@ func ClusterAPICRDs() ([]string, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("downloading %s: %w: %s", ClusterAPIModule, err, stderr.String())
+		return "", fmt.Errorf("downloading %s: %w: %s", ClusterAPIModule, err, stderr.String())
 	}
 	var mod struct{ Dir string }
 	if err := json.Unmarshal(out, &mod); err != nil {
-		return nil, fmt.Errorf("reading where %s is: %w: %s", ClusterAPIModule, err, out)
+		return "", fmt.Errorf("reading where %s is: %w: %s", ClusterAPIModule, err, out)
 	}
 	if mod.Dir == "" {
-		return nil, fmt.Errorf("the Go command did not say where %s is: %s", ClusterAPIModule, out)
+		return "", fmt.Errorf("the Go command did not say where %s is: %s", ClusterAPIModule, out)
+	}
+	return mod.Dir, nil
+}
+
+// ClusterAPICRDs returns the paths of the Cluster API CRDs captf reads; with core, every CRD
+// of Cluster API's core manager, which it needs to run.
+func ClusterAPICRDs(core bool) ([]string, error) {
+	dir, err := ClusterAPIDir()
+	if err != nil {
+		return nil, err
+	}
+	bases := filepath.Join(dir, "core", "config", "crd", "bases")
+	if core {
+		return []string{bases}, nil
 	}
 	var paths []string
 	for _, name := range clusterAPICRDs {
-		path := filepath.Join(mod.Dir, "core", "config", "crd", "bases", name)
+		path := filepath.Join(bases, name)
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("the CRD %s: %w", name, err)
 		}

@@ -41,6 +41,9 @@ type Options struct {
 	// ControllerManager also starts kube-controller-manager with the Job controller and the
 	// garbage collector, so Jobs get pods and owned objects are collected.
 	ControllerManager bool
+	// ClusterAPICore installs every CRD of Cluster API's core manager, not only those captf
+	// reads, so the manager can run.
+	ClusterAPICore bool
 	// SkipCRDs leaves out the CRDs of artifacts/crd and Cluster API's.
 	SkipCRDs bool
 }
@@ -167,7 +170,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		ErrorIfCRDPathMissing: !opts.SkipCRDs,
 	}
 	if !opts.SkipCRDs {
-		capi, err := ClusterAPICRDs()
+		capi, err := ClusterAPICRDs(opts.ClusterAPICore)
 		if err != nil {
 			return e, err
 		}

@@ -55,13 +55,18 @@ output "exports" {
   value = { network = terraform_data.network.id }
 }
 
-# TerraformMachine (and the pool's optional group ID).
+# TerraformMachine (and the pool's optional group ID): named after the Machine when there is one,
+# so the machines a MachineDeployment makes from one template differ.
+locals {
+  node = coalesce(var.machine_name, var.name)
+}
+
 output "provider_id" {
-  value = "local://${var.name}"
+  value = "local://${local.node}"
 }
 
 output "addresses" {
-  value = [{ type = "Hostname", address = "${var.name}.local" }]
+  value = [{ type = "Hostname", address = "${local.node}.local" }]
 }
 
 output "failure_domain" {
