@@ -46,6 +46,9 @@ func setOutputs(obj infrav1.Workspace, at stamp, d contract.Decoded) {
 		s.Initialization = &infrav1.Initialization{Provisioned: ptr.To(true)}
 	}
 	setHealth(s, at, d)
+	if pool, isPool := obj.(*infrav1.TerraformMachinePool); isPool && s.IsProvisioned() {
+		pool.Status.Ready = true
+	}
 	switch o := obj.(type) {
 	case *infrav1.TerraformCluster:
 		if d.Valid[contract.OutputFailureDomains] {

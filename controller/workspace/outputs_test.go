@@ -118,6 +118,14 @@ func TestOutputsReachTheObject(t *testing.T) {
 					t.Fatal("provisioned without a provider ID")
 				}
 			}},
+		{rule: "a provisioned pool says ready, which Cluster API's MachinePool reads", kind: infrav1.MachinePoolKind,
+			obj:   &infrav1.TerraformMachinePool{},
+			state: appliedState(`{` + runningHealth + `,"provider_id":null,"provider_id_list":["p-1"],"replicas":1,"instances":[]}`),
+			check: func(t *testing.T, obj infrav1.Workspace, _ bool) {
+				if p := obj.(*infrav1.TerraformMachinePool); !provisioned(obj) || !p.Status.Ready {
+					t.Fatalf("provisioned %v, ready %v", provisioned(obj), p.Status.Ready)
+				}
+			}},
 		{rule: "a pool scaled to zero says replicas 0 and lists no provider IDs", kind: infrav1.MachinePoolKind,
 			obj:   &infrav1.TerraformMachinePool{Spec: infrav1.TerraformMachinePoolSpec{ProviderIDList: []string{"p-1"}}},
 			state: appliedState(`{` + runningHealth + `,"provider_id":null,"provider_id_list":[],"replicas":0,"instances":[]}`),

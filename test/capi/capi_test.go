@@ -9,14 +9,20 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/conditions"
+	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/system"
 )
 
@@ -50,48 +56,9 @@ func TestClusterAPIProvisionsAClusterThroughCaptf(t *testing.T) {
 // and Cluster API copies each provider ID to its Machine.
 func TestAMachineDeploymentGetsItsMachinesFromCaptf(t *testing.T) {
 	s := system.NewSuite(t, "capi-md")
-	ctx := context.Background()
 	createCluster(t, s, "web")
-	tmpl := &infrav1.TerraformMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web-md-0", Namespace: s.NS}}
-	tmpl.Spec.Template.Spec.Source.Image = system.SampleNoopImage
-	tmpl.Spec.Template.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(`{"name":"web-md-0"}`)}
-	if err := s.C.Create(ctx, tmpl); err != nil {
-		t.Fatal(err)
-	}
-	// No bootstrap provider runs here: the data Secret a bootstrap provider would write.
-	bootstrap := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "web-md-0-bootstrap", Namespace: s.NS},
-		Type: clusterv1.ClusterSecretType, StringData: map[string]string{"value": "#cloud-config\n", "format": "cloud-config"}}
-	if err := s.C.Create(ctx, bootstrap); err != nil {
-		t.Fatal(err)
-	}
-	md := &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-md-0", Namespace: s.NS},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: "web", Replicas: ptr.To[int32](2),
-			Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
-				ClusterName: "web", Version: "v1.37.2",
-				Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(bootstrap.Name)},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "TerraformMachineTemplate", Name: tmpl.Name},
-			}},
-		},
-	}
-	if err := s.C.Create(ctx, md); err != nil {
-		t.Fatal(err)
-	}
-	s.Eventually("both Machines get their provider IDs from captf", 4*time.Minute, func(ctx context.Context) (bool, error) {
-		var machines clusterv1.MachineList
-		if err := s.C.List(ctx, &machines, client.InNamespace(s.NS)); err != nil {
-			return false, err
-		}
-		ids := map[string]bool{}
-		for _, m := range machines.Items {
-			if m.Spec.ProviderID != "local://"+m.Name {
-				return false, nil
-			}
-			ids[m.Spec.ProviderID] = true
-		}
-		return len(ids) == 2, nil
-	})
+	machineDeployment(t, s, "web", "web-md-0", 2)
+	providerIDs(t, s, 2)
 }
 
 // createCluster creates a TerraformCluster on the sample module and the Cluster whose
@@ -118,4 +85,193 @@ func createCluster(t *testing.T, s *system.Suite, name string) (*infrav1.Terrafo
 		t.Fatal(err)
 	}
 	return tc, cluster
+}
+
+// machineDeployment creates a TerraformMachineTemplate, the bootstrap data Secret no bootstrap
+// provider writes here, and a MachineDeployment of replicas machines in the cluster.
+func machineDeployment(t *testing.T, s *system.Suite, cluster, name string, replicas int32) *clusterv1.MachineDeployment {
+	t.Helper()
+	tmpl := &infrav1.TerraformMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.NS}}
+	tmpl.Spec.Template.Spec.Source.Image = system.SampleNoopImage
+	tmpl.Spec.Template.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf(`{"name":%q}`, name))}
+	if err := s.C.Create(s.Ctx, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	bootstrap := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-bootstrap", Namespace: s.NS},
+		Type: clusterv1.ClusterSecretType, StringData: map[string]string{"value": "#cloud-config\n", "format": "cloud-config"}}
+	if err := s.C.Create(s.Ctx, bootstrap); err != nil {
+		t.Fatal(err)
+	}
+	md := &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.NS},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: cluster, Replicas: ptr.To(replicas),
+			Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
+				ClusterName: cluster, Version: "v1.37.2",
+				Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(bootstrap.Name)},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "TerraformMachineTemplate", Name: tmpl.Name},
+			}},
+		},
+	}
+	if err := s.C.Create(s.Ctx, md); err != nil {
+		t.Fatal(err)
+	}
+	return md
+}
+
+// providerIDs waits until the namespace has exactly n Machines, each with the provider ID captf
+// gave it, and returns them.
+func providerIDs(t *testing.T, s *system.Suite, n int) map[string]bool {
+	t.Helper()
+	ids := map[string]bool{}
+	s.Eventually(fmt.Sprintf("%d Machines with their provider IDs", n), 4*time.Minute, func(ctx context.Context) (bool, error) {
+		var machines clusterv1.MachineList
+		if err := s.C.List(ctx, &machines, client.InNamespace(s.NS)); err != nil {
+			return false, err
+		}
+		ids = map[string]bool{}
+		for _, m := range machines.Items {
+			if m.Spec.ProviderID != "local://"+m.Name || !m.DeletionTimestamp.IsZero() {
+				return false, nil
+			}
+			ids[m.Spec.ProviderID] = true
+		}
+		return len(ids) == n, nil
+	})
+	return ids
+}
+
+// runs records the apply and destroy Jobs of the namespace's TerraformMachines as they are
+// seen: a deleted machine's Jobs go with it, so they are counted while they exist.
+type runs struct{ apply, destroy map[string]bool }
+
+func newRuns() *runs { return &runs{apply: map[string]bool{}, destroy: map[string]bool{}} }
+
+// see lists the Jobs now and records those not seen before.
+func (r *runs) see(ctx context.Context, s *system.Suite) error {
+	var list batchv1.JobList
+	if err := s.C.List(ctx, &list, client.InNamespace(s.NS), client.MatchingLabels{jobs.LabelOwnerKind: infrav1.MachineKind.Kind}); err != nil {
+		return err
+	}
+	for _, j := range list.Items {
+		switch jobs.OpOf(&j) {
+		case jobs.OpApply:
+			r.apply[j.Name] = true
+		case jobs.OpDestroy:
+			r.destroy[j.Name] = true
+		}
+	}
+	return nil
+}
+
+func scale(t *testing.T, s *system.Suite, md *clusterv1.MachineDeployment, replicas int32) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	if err := s.C.Patch(s.Ctx, md, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Scaling a MachineDeployment up makes a TerraformMachine, its apply and its provider ID;
+// scaling down destroys what the removed machines provisioned.
+func TestScalingAMachineDeploymentAppliesAndDestroysMachines(t *testing.T) {
+	s := system.NewSuite(t, "capi-scale")
+	createCluster(t, s, "web")
+	md := machineDeployment(t, s, "web", "web-md-0", 2)
+	providerIDs(t, s, 2)
+	scale(t, s, md, 3)
+	providerIDs(t, s, 3)
+	seen := newRuns()
+	if err := seen.see(s.Ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	scale(t, s, md, 1)
+	s.Eventually("the removed machines are destroyed and gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		if err := seen.see(ctx, s); err != nil {
+			return false, err
+		}
+		var machines infrav1.TerraformMachineList
+		if err := s.C.List(ctx, &machines, client.InNamespace(s.NS)); err != nil {
+			return false, err
+		}
+		return len(machines.Items) == 1, nil
+	})
+	providerIDs(t, s, 1)
+	if len(seen.apply) != 3 || len(seen.destroy) != 2 {
+		t.Fatalf("Jobs seen: %d applies, %d destroys; want an apply per machine and a destroy per removed one", len(seen.apply), len(seen.destroy))
+	}
+}
+
+// Deleting the Cluster: Cluster API deletes the machines first, captf destroys each, then the
+// cluster's own infrastructure; nothing of captf's stays behind.
+func TestDeletingTheClusterDestroysMachinesThenTheCluster(t *testing.T) {
+	s := system.NewSuite(t, "capi-delete")
+	_, cluster := createCluster(t, s, "web")
+	machineDeployment(t, s, "web", "web-md-0", 2)
+	providerIDs(t, s, 2)
+	seen := newRuns()
+	if err := s.C.Delete(s.Ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	s.Eventually("the Cluster is gone", 4*time.Minute, func(ctx context.Context) (bool, error) {
+		if err := seen.see(ctx, s); err != nil {
+			return false, err
+		}
+		err := s.C.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if len(seen.destroy) != 2 {
+		t.Fatalf("%d machine destroys seen, want one per machine", len(seen.destroy))
+	}
+	// The Jobs are owned by the deleted objects: the garbage collector takes them; what must not
+	// stay is captf's state, inputs and Leases.
+	s.Eventually("no Secret or Lease of captf stays", time.Minute, func(ctx context.Context) (bool, error) {
+		var secrets corev1.SecretList
+		if err := s.C.List(ctx, &secrets, client.InNamespace(s.NS), client.MatchingLabels{jobs.LabelManaged: jobs.ManagedValue}); err != nil {
+			return false, err
+		}
+		var leases coordinationv1.LeaseList
+		if err := s.C.List(ctx, &leases, client.InNamespace(s.NS)); err != nil {
+			return false, err
+		}
+		return len(secrets.Items) == 0 && len(leases.Items) == 0, nil
+	})
+}
+
+// Pausing the Cluster pauses captf: a change of a machine's cluster starts no Job while paused.
+func TestPausingTheClusterPausesCaptf(t *testing.T) {
+	s := system.NewSuite(t, "capi-pause")
+	tc, cluster := createCluster(t, s, "web")
+	s.Eventually("the cluster is provisioned", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		err := s.C.Get(ctx, client.ObjectKeyFromObject(tc), tc)
+		return err == nil && tc.Status.IsProvisioned(), err
+	})
+	if err := s.C.Patch(s.Ctx, cluster, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":true}}`))); err != nil {
+		t.Fatal(err)
+	}
+	s.Eventually("captf says the cluster is paused", time.Minute, func(ctx context.Context) (bool, error) {
+		err := s.C.Get(ctx, client.ObjectKeyFromObject(tc), tc)
+		return err == nil && conditions.IsTrue(tc.Status.Conditions, conditions.Paused), err
+	})
+	before := countJobs(t, s)
+	s.PatchVariables(tc, `{"name":"web","size":"large"}`)
+	// A pass over the change must have happened before the count means anything: the
+	// observed generation says it did.
+	s.Eventually("captf saw the change", time.Minute, func(ctx context.Context) (bool, error) {
+		err := s.C.Get(ctx, client.ObjectKeyFromObject(tc), tc)
+		c := conditions.Get(tc.Status.Conditions, conditions.Paused)
+		return err == nil && c != nil && c.ObservedGeneration == tc.Generation, err
+	})
+	if after := countJobs(t, s); after != before {
+		t.Fatalf("%d Jobs while paused, %d before", after, before)
+	}
+}
+
+func countJobs(t *testing.T, s *system.Suite) int {
+	t.Helper()
+	var list batchv1.JobList
+	if err := s.C.List(s.Ctx, &list, client.InNamespace(s.NS)); err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
 }

@@ -40,6 +40,10 @@ type TerraformMachinePoolStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Replicas *int32 `json:"replicas,omitempty"`
+	// ready is true once the pool is provisioned, and stays true: Cluster API's MachinePool
+	// controller (v1.14) still reads status.ready rather than status.initialization.provisioned.
+	// +optional
+	Ready bool `json:"ready,omitempty"`
 	// instances are the module's instances output, at most 1000.
 	// +optional
 	// +listType=atomic
