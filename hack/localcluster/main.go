@@ -1,7 +1,8 @@
 // Command localcluster is `make run`: it starts the whole of captf on a local control plane
-// (etcd, kube-apiserver, kube-controller-manager, the local node agent, the controller and the
-// aggregated API server), creates the sample TerraformCluster and TerraformMachine of
-// artifacts/samples, waits until they are provisioned by real OpenTofu runs and shows the runs.
+// (etcd, kube-apiserver, kube-controller-manager, the local node agent, the controller, the
+// aggregated API server and Cluster API's core manager), applies the sample Cluster and
+// MachineDeployment of artifacts/samples, waits until Cluster API sees them provisioned by real
+// OpenTofu runs and shows them.
 // It writes an admin kubeconfig to .local/kubeconfig and serves until interrupted; Ctrl-C
 // (SIGINT or SIGTERM) stops everything it started.
 package main
@@ -15,15 +16,11 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller"
-	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/system"
 	"github.com/captf/captf/test/testenv"
 )
@@ -44,8 +41,8 @@ func run() error {
 		return err
 	}
 	local := filepath.Join(root, ".local")
-	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, the node agent, the controller and the API server ...")
-	sys, err := system.Start(ctx, system.Options{BinDir: filepath.Join(root, "bin"), LogDir: filepath.Join(local, "logs")})
+	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, the node agent, the controller, the API server and Cluster API ...")
+	sys, err := system.Start(ctx, system.Options{BinDir: filepath.Join(root, "bin"), LogDir: filepath.Join(local, "logs"), ClusterAPI: true})
 	defer func() {
 		fmt.Println("stopping everything ...")
 		if err := sys.Stop(); err != nil {
@@ -70,41 +67,18 @@ func run() error {
 		return err
 	}
 	samples := filepath.Join(root, "artifacts", "samples", "cluster.yaml")
-	fmt.Printf("creating the samples of %s, owned as Cluster API would own them ...\n", samples)
-	if err := createOwned(ctx, c, samples); err != nil {
+	fmt.Printf("applying %s ...\n", samples)
+	if err := env.ApplyManifests(ctx, samples); err != nil {
 		return err
 	}
-	go adoptOrphans(ctx, c)
-	provisioned := func(obj infrav1.Workspace) wait.ConditionWithContextFunc {
-		return func(ctx context.Context) (bool, error) {
-			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-				return false, client.IgnoreNotFound(err)
-			}
-			return obj.WorkspaceStatus().IsProvisioned(), nil
-		}
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, provisioned(c)); err != nil {
+		return fmt.Errorf("the sample cluster was not provisioned: %w\ncontroller log: %s", err, sys.Log("controller"))
 	}
-	for _, sample := range []struct {
-		kind string
-		obj  infrav1.Workspace
-	}{
-		{"TerraformCluster", &infrav1.TerraformCluster{}},
-		{"TerraformMachine", &infrav1.TerraformMachine{}},
-	} {
-		name := "demo"
-		if sample.kind == "TerraformMachine" {
-			name = "demo-md-0"
-		}
-		sample.obj.SetNamespace("default")
-		sample.obj.SetName(name)
-		if err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, provisioned(sample.obj)); err != nil {
-			return fmt.Errorf("%s %s was not provisioned: %w\ncontroller log: %s", sample.kind, name, err, sys.Log("controller"))
-		}
-	}
-	out, err := env.Kubectl(ctx, "get", "terraformclusters,terraformmachines,runs,plans", "-A").CombinedOutput()
+	out, err := env.Kubectl(ctx, "get", "clusters,machines,terraformclusters,terraformmachines,runs", "-A").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("kubectl get runs: %w: %s", err, out)
 	}
-	fmt.Printf("\nThe samples are provisioned by real OpenTofu runs:\n\n%s\n", out)
+	fmt.Printf("\nCluster API sees the sample provisioned by real OpenTofu runs:\n\n%s\n", out)
 	fmt.Printf(`Use it from another shell:
 
   export KUBECONFIG=%s
@@ -115,58 +89,33 @@ func run() error {
   kubectl get plans                                       # its plan, waiting for approval
   kubectl patch terraformcluster demo --type merge -p '{"spec":{"variables":{"fail":true}}}'   # a failing run and its backoff
 
-Objects created without an owner get the Cluster API owners Cluster API would give them.
 Logs are in %s. Press Ctrl-C to stop.
 `, kubeconfig, env.BinDir, filepath.Join(root, "artifacts", "samples", "cluster-manual.yaml"), sys.LogDir)
 	<-ctx.Done()
 	return nil
 }
 
-// createOwned creates the objects of a manifest, each with the Cluster API owners Cluster API
-// would give it: until Cluster API's own controllers run here, capitest plays their part.
-func createOwned(ctx context.Context, c client.Client, path string) error {
-	objs, err := testenv.ReadManifests(path)
-	if err != nil {
-		return err
-	}
-	for _, u := range objs {
-		typed, err := c.Scheme().New(u.GroupVersionKind())
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+// provisioned reports whether the sample Cluster's infrastructure is provisioned and both
+// Machines of its MachineDeployment have their provider IDs.
+func provisioned(c client.Client) wait.ConditionWithContextFunc {
+	return func(ctx context.Context) (bool, error) {
+		var cluster clusterv1.Cluster
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "demo"}, &cluster); err != nil {
+			return false, client.IgnoreNotFound(err)
 		}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
-			return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		if p := cluster.Status.Initialization.InfrastructureProvisioned; p == nil || !*p {
+			return false, nil
 		}
-		obj := typed.(client.Object)
-		if err := capitest.Own(ctx, c, obj); err != nil {
-			return err
+		var machines clusterv1.MachineList
+		if err := c.List(ctx, &machines, client.InNamespace("default"), client.MatchingLabels{clusterv1.ClusterNameLabel: "demo"}); err != nil {
+			return false, err
 		}
-		if err := c.Create(ctx, obj); err != nil {
-			return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
-		}
-	}
-	return nil
-}
-
-// adoptOrphans gives every captf object created later without an owner (say, with kubectl
-// apply) the owners Cluster API would, until ctx ends.
-func adoptOrphans(ctx context.Context, c client.Client) {
-	_ = wait.PollUntilContextCancel(ctx, 2*time.Second, false, func(ctx context.Context) (bool, error) {
-		for _, kind := range infrav1.Kinds {
-			list := kind.NewList()
-			if err := c.List(ctx, list); err != nil {
-				continue
+		withIDs := 0
+		for _, m := range machines.Items {
+			if m.Spec.ProviderID != "" {
+				withIDs++
 			}
-			_ = meta.EachListItem(list, func(o runtime.Object) error {
-				obj := o.(client.Object)
-				if len(obj.GetOwnerReferences()) == 0 && obj.GetDeletionTimestamp().IsZero() && obj.GetAnnotations()[clusterv1.ManagedByAnnotation] == "" {
-					if err := capitest.Adopt(ctx, c, obj); err != nil {
-						fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
-					}
-				}
-				return nil
-			})
 		}
-		return false, nil
-	})
+		return withIDs == 2, nil
+	}
 }
