@@ -1,7 +1,7 @@
 // Package capitest plays the part of Cluster API's core controllers where they do not run (the
-// tests of the engine and `make run`): it makes the owners Cluster API would make for an
-// infrastructure object, and the owner references and status it would write. The CRDs of
-// Cluster, Machine and MachinePool must be installed (testenv does).
+// tests of the engine; test/capi and `make run` run the real ones): it makes the owners Cluster
+// API would make for an infrastructure object, and the owner references and status it would
+// write. The CRDs of Cluster, Machine and MachinePool must be installed (testenv does).
 package capitest
 
 import (
@@ -115,19 +115,6 @@ func kindOf(obj client.Object) string {
 		return infrav1.MachinePoolKind.Kind
 	}
 	return obj.GetObjectKind().GroupVersionKind().Kind
-}
-
-// Adopt does what Own does for an object that exists: its owner reference and cluster-name
-// label are patched in.
-func Adopt(ctx context.Context, c client.Client, obj client.Object) error {
-	before := obj.DeepCopyObject().(client.Object)
-	if err := Own(ctx, c, obj); err != nil {
-		return err
-	}
-	if err := c.Patch(ctx, obj, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("giving %s its owner: %w", obj.GetName(), err)
-	}
-	return nil
 }
 
 // ensureCluster returns the Cluster of the name, made with its infrastructure reference naming
