@@ -36,6 +36,9 @@ const (
 	// DependenciesReady reports whether what a run needs from Cluster API is there: the owner,
 	// its back-references, the cluster's infrastructure and exports, the bootstrap data.
 	DependenciesReady = "DependenciesReady"
+	// AutoscalingActive reports whether a pool's MachinePool carries usable cluster autoscaler
+	// bounds. Never counts toward Ready.
+	AutoscalingActive = "AutoscalingActive"
 	// EndpointAvailable reports whether a cluster has a control plane endpoint: its own, its
 	// module's or its Cluster's. Never counts toward Ready.
 	EndpointAvailable = "EndpointAvailable"
@@ -139,6 +142,11 @@ const (
 	ReasonWaitingForClusterInfrastructure = "WaitingForClusterInfrastructure"
 	ReasonWaitingForClusterExports        = "WaitingForClusterExports"
 	ReasonWaitingForBootstrapData         = "WaitingForBootstrapData"
+
+	// AutoscalingActive.
+	ReasonReplicasManagedByModule       = "ReplicasManagedByModule"
+	ReasonAutoscalingDisabled           = "AutoscalingDisabled"
+	ReasonAutoscalingAnnotationsInvalid = "AutoscalingAnnotationsInvalid"
 
 	// EndpointAvailable.
 	ReasonEndpointAvailable  = "EndpointAvailable"

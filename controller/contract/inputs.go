@@ -197,19 +197,25 @@ const (
 )
 
 // AutoscalingOf reads a MachinePool's autoscaler annotations: enabled only when both are whole
-// numbers with 0 <= min <= max. ok is false when they are present but unusable.
-func AutoscalingOf(annotations map[string]string) (a Autoscaling, ok bool) {
+// numbers with 0 <= min <= max. problem says why annotations that are present cannot be used
+// ("" when they can, or when there are none).
+func AutoscalingOf(annotations map[string]string) (a Autoscaling, problem string) {
 	minText, hasMin := annotations[AnnotationAutoscalerMin]
 	maxText, hasMax := annotations[AnnotationAutoscalerMax]
 	if !hasMin && !hasMax {
-		return Autoscaling{}, true
+		return Autoscaling{}, ""
 	}
 	lo, errMin := strconv.ParseInt(minText, 10, 32)
 	hi, errMax := strconv.ParseInt(maxText, 10, 32)
-	if !hasMin || !hasMax || errMin != nil || errMax != nil || lo < 0 || lo > hi {
-		return Autoscaling{}, false
+	switch {
+	case !hasMin || !hasMax:
+		return Autoscaling{}, "both " + AnnotationAutoscalerMin + " and " + AnnotationAutoscalerMax + " must be set"
+	case errMin != nil || errMax != nil:
+		return Autoscaling{}, "the autoscaler's min and max sizes must be whole numbers"
+	case lo < 0 || lo > hi:
+		return Autoscaling{}, "the autoscaler's min size must be at least 0 and at most its max size"
 	}
-	return Autoscaling{Enabled: true, Min: int32(lo), Max: int32(hi)}, true
+	return Autoscaling{Enabled: true, Min: int32(lo), Max: int32(hi)}, ""
 }
 
 // PoolReplicas is the replicas input of a pool: the MachinePool's spec.replicas (nil is 1);

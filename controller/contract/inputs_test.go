@@ -164,7 +164,7 @@ func TestAutoscalingOf(t *testing.T) {
 		rule        string
 		annotations map[string]string
 		want        Autoscaling
-		ok          bool
+		ok          bool // no problem reported
 	}{
 		{"no annotations: off", nil, Autoscaling{}, true},
 		{"both whole numbers: on", map[string]string{AnnotationAutoscalerMin: "1", AnnotationAutoscalerMax: "5"}, Autoscaling{Enabled: true, Min: 1, Max: 5}, true},
@@ -174,9 +174,9 @@ func TestAutoscalingOf(t *testing.T) {
 		{"min above max: unusable", map[string]string{AnnotationAutoscalerMin: "6", AnnotationAutoscalerMax: "5"}, Autoscaling{}, false},
 		{"negative: unusable", map[string]string{AnnotationAutoscalerMin: "-1", AnnotationAutoscalerMax: "5"}, Autoscaling{}, false},
 	} {
-		got, ok := AutoscalingOf(tc.annotations)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("%s: got %+v %v, want %+v %v", tc.rule, got, ok, tc.want, tc.ok)
+		got, problem := AutoscalingOf(tc.annotations)
+		if got != tc.want || (problem == "") != tc.ok {
+			t.Errorf("%s: got %+v %q, want %+v (usable %v)", tc.rule, got, problem, tc.want, tc.ok)
 		}
 	}
 }

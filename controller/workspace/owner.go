@@ -43,6 +43,8 @@ type Dependencies struct {
 	Inputs contract.Inputs
 	// Sourced are the variables of spec.variablesFrom.
 	Sourced []inputs.Sourced
+	// AutoscalingProblem says why a pool's MachinePool autoscaler annotations cannot be used.
+	AutoscalingProblem string
 }
 
 // Ready reports whether a run may start.
@@ -242,13 +244,15 @@ func (r *Reconciler) poolDependencies(ctx context.Context, reader client.Reader,
 	}
 	p := &in.Pool
 	p.MachinePoolName, p.Bootstrap, p.FailureDomains = pool.Name, bootstrap, pool.Spec.FailureDomains
-	p.Autoscaling, _ = contract.AutoscalingOf(pool.Annotations)
+	var autoscalingProblem string
+	p.Autoscaling, autoscalingProblem = contract.AutoscalingOf(pool.Annotations)
 	p.Replicas = contract.PoolReplicas(pool.Spec.Replicas, obj.Status.Replicas, p.Autoscaling)
 	if v := pool.Spec.Template.Spec.Version; v != "" {
 		p.KubernetesVersion = &v
 	}
 	p.NodeLabels = pool.Spec.Template.Labels
-	return Dependencies{Status: metav1.ConditionTrue, Reason: conditions.ReasonDependenciesReady, Message: "owned by MachinePool " + pool.Name, Inputs: in}, nil
+	return Dependencies{Status: metav1.ConditionTrue, Reason: conditions.ReasonDependenciesReady, Message: "owned by MachinePool " + pool.Name,
+		Inputs: in, AutoscalingProblem: autoscalingProblem}, nil
 }
 
 // clusterInfrastructure reads what a machine or pool needs of its cluster: the Cluster, its

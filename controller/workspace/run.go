@@ -245,6 +245,9 @@ func (p *pass) reportClusterAPI(ctx context.Context, f Facts) error {
 	if f.Input.Deleting && p.r.Kind == jobs.KindCluster {
 		setDeletionBlocked(status, p.stamp(), f.Dependents)
 	}
+	if p.r.Kind == jobs.KindMachinePool && f.Dependencies.Ready() {
+		setAutoscaling(status, p.stamp(), f.Dependencies.Inputs.Pool.Autoscaling, f.Dependencies.AutoscalingProblem)
+	}
 	if tc, ok := p.obj.(*infrav1.TerraformCluster); ok {
 		ep := tc.Spec.ControlPlaneEndpoint
 		setEndpointAvailable(status, p.stamp(), (ep.Host != "" && ep.Port != 0) || f.Dependencies.Inputs.Cluster.ControlPlaneEndpoint != nil)

@@ -13,6 +13,7 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/conditions"
+	"github.com/captf/captf/controller/contract"
 	"github.com/captf/captf/controller/decide"
 	"github.com/captf/captf/controller/inputs"
 	"github.com/captf/captf/controller/state"
@@ -333,5 +334,19 @@ func setEndpointAvailable(s *infrav1.WorkspaceStatus, at stamp, known bool) {
 	case s.IsProvisioned():
 		at.set(&s.Conditions, conditions.EndpointAvailable, metav1.ConditionFalse, conditions.ReasonWaitingForEndpoint,
 			"provisioned without a control plane endpoint: none in spec.controlPlaneEndpoint, the module's control_plane_endpoint output or the Cluster's")
+	}
+}
+
+// setAutoscaling reports a pool's cluster autoscaler bounds: annotations that cannot be used
+// are said so (the pool applies without autoscaling). Never counts toward Ready.
+func setAutoscaling(s *infrav1.WorkspaceStatus, at stamp, a contract.Autoscaling, problem string) {
+	switch {
+	case problem != "":
+		at.set(&s.Conditions, conditions.AutoscalingActive, metav1.ConditionFalse, conditions.ReasonAutoscalingAnnotationsInvalid, problem+"; the pool applies without autoscaling")
+	case a.Enabled:
+		at.set(&s.Conditions, conditions.AutoscalingActive, metav1.ConditionTrue, conditions.ReasonReplicasManagedByModule,
+			fmt.Sprintf("the module gets the autoscaler's bounds %d..%d and the pool's own count within them as its replicas", a.Min, a.Max))
+	default:
+		at.set(&s.Conditions, conditions.AutoscalingActive, metav1.ConditionFalse, conditions.ReasonAutoscalingDisabled, "the MachinePool carries no cluster autoscaler annotations")
 	}
 }

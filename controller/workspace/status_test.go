@@ -13,6 +13,7 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/conditions"
+	"github.com/captf/captf/controller/contract"
 	"github.com/captf/captf/controller/decide"
 	"github.com/captf/captf/controller/inputs"
 	"github.com/captf/captf/controller/state"
@@ -399,6 +400,29 @@ func TestSetEndpointAvailable(t *testing.T) {
 				return
 			}
 			wantCondition(t, &s, conditions.EndpointAvailable, tc.want, tc.reason)
+		})
+	}
+}
+
+func TestSetAutoscaling(t *testing.T) {
+	for _, tc := range []struct {
+		rule    string
+		a       contract.Autoscaling
+		problem string
+		want    metav1.ConditionStatus
+		reason  string
+	}{
+		{"usable bounds reach the module", contract.Autoscaling{Enabled: true, Min: 1, Max: 3}, "", metav1.ConditionTrue, conditions.ReasonReplicasManagedByModule},
+		{"unusable annotations are said so", contract.Autoscaling{}, "both must be set", metav1.ConditionFalse, conditions.ReasonAutoscalingAnnotationsInvalid},
+		{"no annotations: no autoscaling", contract.Autoscaling{}, "", metav1.ConditionFalse, conditions.ReasonAutoscalingDisabled},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			var s infrav1.WorkspaceStatus
+			setAutoscaling(&s, at, tc.a, tc.problem)
+			wantCondition(t, &s, conditions.AutoscalingActive, tc.want, tc.reason)
+			if tc.problem != "" && !strings.Contains(conditions.Get(s.Conditions, conditions.AutoscalingActive).Message, tc.problem) {
+				t.Fatal("the message does not say what is wrong")
+			}
 		})
 	}
 }
