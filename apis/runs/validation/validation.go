@@ -13,8 +13,11 @@ import (
 // 64 hex characters.
 const MaxHashLength = 128
 
-// hashPattern is the shape of a plan hash (p2:<hex>) and of an inputs hash (h1:<hex>).
-var hashPattern = regexp.MustCompile(`^[a-z][a-z0-9]*:[0-9a-f]+$`)
+// hashPattern is the shape of the only two hashes an approval may quote: a plan hash (p2:<hex>)
+// and the inputs hash of a blocked apply (h1:<hex>). Other hashes the controller keeps (such as
+// the exports hash, e1:) are never approvable, so a body quoting one is refused here rather than
+// found stale later.
+var hashPattern = regexp.MustCompile(`^(p2|h1):[0-9a-f]+$`)
 
 // ValidatePlanApproval checks an approval of the plan named in the URL: metadata.name is empty
 // or that name, and spec.planHash is a hash.

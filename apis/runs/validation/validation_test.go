@@ -22,6 +22,8 @@ func TestValidatePlanApproval(t *testing.T) {
 		{name: "another name than the URL's is refused", body: approval("plan-2", hash), wantPaths: []string{"metadata.name"}},
 		{name: "the hash is required", body: approval("plan-1", ""), wantPaths: []string{"spec.planHash"}},
 		{name: "a hash without a prefix is refused", body: approval("plan-1", strings.Repeat("ab", 32)), wantPaths: []string{"spec.planHash"}},
+		{name: "a hash under another prefix is refused", body: approval("plan-1", "a:0"), wantPaths: []string{"spec.planHash"}},
+		{name: "an exports hash is not approvable", body: approval("plan-1", "e1:"+strings.Repeat("ab", 32)), wantPaths: []string{"spec.planHash"}},
 		{name: "a hash with upper case hex is refused", body: approval("plan-1", "p2:ABCDEF"), wantPaths: []string{"spec.planHash"}},
 		{name: "an overlong hash is refused", body: approval("plan-1", "p2:"+strings.Repeat("a", MaxHashLength)), wantPaths: []string{"spec.planHash"}},
 		{name: "every problem is reported", body: approval("other", ""), wantPaths: []string{"metadata.name", "spec.planHash"}},

@@ -36,6 +36,7 @@ func FuzzPlanApprovalBody(f *testing.F) {
 		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{"planHash":"h1:00"}}`,
 		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","metadata":{"name":"other"},"spec":{"planHash":"p2:ab"}}`,
 		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{}}`,
+		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{"planHash":"a:0"}}`,
 		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"Plan","spec":{"planHash":"p2:ab"}}`,
 		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{"planHash":12}}`,
 		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{"planHash":"p2:` + strings.Repeat("f", 200) + `"}}`,
