@@ -94,9 +94,15 @@ func (s *suite) waitRun(target string, op jobs.Op, attempt int32, phases ...runs
 func (s *suite) waitRunResult(target string, op jobs.Op, attempt int32, withResult bool, phases ...runsv1alpha1.RunPhase) runsv1alpha1.Run {
 	s.T.Helper()
 	var found runsv1alpha1.Run
+	var seen runsv1alpha1.RunPhase
 	s.Eventually(fmt.Sprintf("%s run %d of %s reaches %v", op, attempt, target, phases), 3*time.Minute, func(context.Context) (bool, error) {
 		for _, r := range s.runs(target) {
 			if r.Spec.Operation == string(op) && r.Spec.Attempt == attempt {
+				if r.Status.Phase != seen {
+					// Said only when the test fails: the way a run went before it missed.
+					s.T.Logf("%s run %d of %s is %s", op, attempt, target, r.Status.Phase)
+					seen = r.Status.Phase
+				}
 				for _, p := range phases {
 					if r.Status.Phase == p && (!withResult || r.Status.Changes != nil || r.Status.Error != nil) {
 						found = r

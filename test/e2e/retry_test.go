@@ -73,13 +73,35 @@ func (s *suite) interruptRunner(job string) {
 		return false, nil
 	})
 	var pid int
-	s.Eventually("the runner process of "+pod.Name+" is found", 30*time.Second, func(context.Context) (bool, error) {
+	// A signal that lands before the runner's handler is installed kills it without a result;
+	// once OpenTofu runs as its child, the handler is there and the stop is a real interruption.
+	s.Eventually("the runner process of "+pod.Name+" runs OpenTofu", time.Minute, func(context.Context) (bool, error) {
 		pid = runnerProcess(pod.Name)
-		return pid > 0, nil
+		return pid > 0 && hasChild(pid), nil
 	})
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		s.T.Fatalf("signalling the runner (pid %d): %v", pid, err)
 	}
+}
+
+// hasChild reports whether any process has pid as its parent.
+func hasChild(pid int) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The fields after the command's closing parenthesis are: state, ppid, ...
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			return true
+		}
+	}
+	return false
 }
 
 // runnerProcess finds the runner the node agent started for a pod: its environment names the
