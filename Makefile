@@ -131,6 +131,12 @@ fuzz: ## Run every fuzz target for FUZZ_TIME each (executions, or a duration suc
 bench: tools ## Run the benchmarks and print their table.
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout $(TEST_TIMEOUT) ./... | grep -E '^(Benchmark|goos|goarch|pkg|cpu|ok|PASS|FAIL)'
 
+CLUSTERCTL_REPO ?= dist/clusterctl
+
+.PHONY: clusterctl-repo
+clusterctl-repo: ## Write the clusterctl provider repository (components, metadata.yaml, cluster template) from artifacts/ into CLUSTERCTL_REPO.
+	$(GO) run ./hack/clusterctl -artifacts artifacts -out $(CLUSTERCTL_REPO)
+
 .PHONY: run
 run: tools build ## Start a local control plane with captf installed; Ctrl-C stops it.
 	$(GO) build -o $(BIN)/localcluster ./hack/localcluster

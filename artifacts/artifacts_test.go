@@ -28,7 +28,7 @@ const (
 )
 
 // shipped are the manifests installed with the provider; samples are the user's objects.
-var shipped = []string{"crd", "controller", "apiserver"}
+var shipped = []string{"crd", "controller", "apiserver", "certmanager"}
 
 type manifest struct {
 	file string

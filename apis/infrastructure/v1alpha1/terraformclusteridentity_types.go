@@ -64,6 +64,7 @@ type TerraformClusterIdentityStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=infrastructure-terraform"
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io/move-hierarchy="
 // +kubebuilder:resource:path=terraformclusteridentities,scope=Cluster,categories=cluster-api;terraform,shortName=tfci
 // +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=".spec.secretRef.name"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"

@@ -77,15 +77,19 @@ output "interruptible" {
   value = false
 }
 
-# TerraformMachinePool.
+# TerraformMachinePool: an instance per replica the MachinePool asks for.
+locals {
+  pool_ids = [for i in range(coalesce(var.replicas, 1)) : "local://${var.name}-${i}"]
+}
+
 output "provider_id_list" {
-  value = ["local://${var.name}-0"]
+  value = local.pool_ids
 }
 
 output "replicas" {
-  value = 1
+  value = length(local.pool_ids)
 }
 
 output "instances" {
-  value = [{ provider_id = "local://${var.name}-0", state = "running" }]
+  value = [for id in local.pool_ids : { provider_id = id, state = "running" }]
 }

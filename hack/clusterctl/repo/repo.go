@@ -1,0 +1,251 @@
+// Package repo assembles captf's clusterctl provider repository from the manifests in
+// artifacts/: the components file clusterctl installs, metadata.yaml and the cluster templates,
+// laid out as clusterctl reads a local repository (<root>/infrastructure-terraform/<version>/).
+package repo
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	// ProviderName is the name clusterctl knows the provider by.
+	ProviderName = "terraform"
+	// ProviderType is clusterctl's kind of provider.
+	ProviderType = "InfrastructureProvider"
+	// ProviderLabelKey and ProviderLabel mark every object of the components.
+	ProviderLabelKey = "cluster.x-k8s.io/provider"
+	ProviderLabel    = "infrastructure-terraform"
+	// Version is the release the repository holds; its series is in metadata.yaml.
+	Version = "v0.1.0"
+	// Namespace is where the components run.
+	Namespace = "captf-system"
+
+	// ComponentsFile, MetadataFile and ClusterTemplateFile are the assets clusterctl reads.
+	ComponentsFile      = "infrastructure-components.yaml"
+	MetadataFile        = "metadata.yaml"
+	ClusterTemplateFile = "cluster-template.yaml"
+
+	// ImageRepository holds captf's images; the manifests in artifacts/ tag them DevTag, and
+	// the repository pins them to Version.
+	ImageRepository = "ghcr.io/captf/"
+	DevTag          = ":dev"
+
+	// injectCAFrom asks cert-manager's CA injector to fill an object's caBundle from a
+	// Certificate's Secret.
+	injectCAFrom = "cert-manager.io/inject-ca-from"
+	// The Certificates of artifacts/certmanager whose CA each object trusts.
+	apiServerCertificate = Namespace + "/captf-apiserver-cert"
+	webhookCertificate   = Namespace + "/captf-webhook-cert"
+)
+
+// componentDirs are the directories of artifacts/ whose manifests make up the components, in
+// the order they are written.
+var componentDirs = []string{"crd", "controller", "apiserver", "certmanager"}
+
+// clusterScoped are the kinds of the components that live outside any namespace.
+var clusterScoped = []string{
+	"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "APIService",
+	"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+	"ValidatingAdmissionPolicyBinding",
+}
+
+// Dir is where a local repository under root keeps the assets of Version.
+func Dir(root string) string {
+	return filepath.Join(root, ProviderLabel, Version)
+}
+
+// Config is a clusterctl configuration file that names the local repository under root as the
+// terraform infrastructure provider.
+func Config(root string) string {
+	return fmt.Sprintf("providers:\n- name: %s\n  type: %s\n  url: file://%s\n", ProviderName, ProviderType,
+		filepath.Join(Dir(root), ComponentsFile))
+}
+
+// Write assembles the repository from the artifacts directory into root and returns the
+// directory it wrote the assets to.
+func Write(artifacts, root string) (string, error) {
+	components, err := Components(artifacts)
+	if err != nil {
+		return "", err
+	}
+	dir := Dir(root)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ComponentsFile), components, 0o644); err != nil {
+		return "", err
+	}
+	for _, name := range []string{MetadataFile, ClusterTemplateFile} {
+		data, err := os.ReadFile(filepath.Join(artifacts, "clusterctl", name))
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// Components renders the components file: every shipped manifest once, one Namespace, every
+// object labelled for the provider, and the CA bundles left to cert-manager, which clusterctl
+// installs with Cluster API.
+func Components(artifacts string) ([]byte, error) {
+	var objs []unstructured.Unstructured
+	for _, dir := range componentDirs {
+		read, err := readDir(filepath.Join(artifacts, dir))
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, read...)
+	}
+	var out bytes.Buffer
+	namespaces := 0
+	for _, obj := range objs {
+		if obj.GetKind() == "Namespace" {
+			if obj.GetName() != Namespace {
+				return nil, fmt.Errorf("the Namespace %q: the components run in %s only", obj.GetName(), Namespace)
+			}
+			// artifacts/controller and artifacts/apiserver each ship it, for kubectl apply -f;
+			// clusterctl takes the components' one Namespace as the provider's.
+			if namespaces++; namespaces > 1 {
+				continue
+			}
+		}
+		if err := fit(&obj); err != nil {
+			return nil, err
+		}
+		data, err := yaml.Marshal(obj.Object)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		if out.Len() > 0 {
+			out.WriteString("---\n")
+		}
+		out.Write(data)
+	}
+	if namespaces == 0 {
+		return nil, fmt.Errorf("no Namespace %s among the manifests", Namespace)
+	}
+	return out.Bytes(), nil
+}
+
+// fit applies clusterctl's rules for a provider's objects to one object.
+func fit(obj *unstructured.Unstructured) error {
+	namespaced := !slices.Contains(clusterScoped, obj.GetKind())
+	if namespaced && obj.GetNamespace() != Namespace {
+		return fmt.Errorf("%s %s/%s: clusterctl moves every namespaced object into the provider's namespace %s",
+			obj.GetKind(), obj.GetNamespace(), obj.GetName(), Namespace)
+	}
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[ProviderLabelKey] = ProviderLabel
+	obj.SetLabels(labels)
+	switch obj.GetKind() {
+	case "Deployment":
+		if err := pinImages(obj); err != nil {
+			return err
+		}
+	case "APIService":
+		// The bundle is the self-signed certificate's, which only cert-manager knows.
+		unstructured.RemoveNestedField(obj.Object, "spec", "caBundle")
+		setAnnotation(obj, injectCAFrom, apiServerCertificate)
+	case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
+		setAnnotation(obj, injectCAFrom, webhookCertificate)
+	}
+	return nil
+}
+
+// pinImages tags captf's images in a Deployment's containers, and the environment values that
+// name them (the runner image the controller gives its Jobs), with the release's version.
+func pinImages(obj *unstructured.Unstructured) error {
+	pin := func(ref string) string {
+		if strings.HasPrefix(ref, ImageRepository) && strings.HasSuffix(ref, DevTag) {
+			return strings.TrimSuffix(ref, DevTag) + ":" + Version
+		}
+		return ref
+	}
+	containers, _, err := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+	if err != nil {
+		return fmt.Errorf("Deployment %s: %w", obj.GetName(), err)
+	}
+	for _, c := range containers {
+		container, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		if image, ok := container["image"].(string); ok {
+			container["image"] = pin(image)
+		}
+		env, _ := container["env"].([]any)
+		for _, e := range env {
+			if v, ok := e.(map[string]any); ok {
+				if value, ok := v["value"].(string); ok {
+					v["value"] = pin(value)
+				}
+			}
+		}
+	}
+	return unstructured.SetNestedSlice(obj.Object, containers, "spec", "template", "spec", "containers")
+}
+
+func setAnnotation(obj *unstructured.Unstructured, key, value string) {
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[key] = value
+	obj.SetAnnotations(annotations)
+}
+
+// readDir reads the objects of every .yaml (and .yaml.in template) file of dir, in name order.
+func readDir(dir string) ([]unstructured.Unstructured, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var objs []unstructured.Unstructured
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".yaml") && !strings.HasSuffix(e.Name(), ".yaml.in") {
+			continue
+		}
+		file := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for {
+			doc, err := reader.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", file, err)
+			}
+			var obj unstructured.Unstructured
+			if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
+				return nil, fmt.Errorf("%s: %w", file, err)
+			}
+			if obj.Object == nil {
+				continue // comments only
+			}
+			objs = append(objs, obj)
+		}
+	}
+	return objs, nil
+}
