@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -217,6 +218,21 @@ func TestDeletingTheClusterDestroysMachinesThenTheCluster(t *testing.T) {
 		if err := seen.see(ctx, s); err != nil {
 			return false, err
 		}
+		// Machines never come back, so a cluster destroy seen before a machine that is still
+		// listed after it means the cluster went first.
+		var clusterJobs batchv1.JobList
+		if err := s.C.List(ctx, &clusterJobs, client.InNamespace(s.NS), client.MatchingLabels{jobs.LabelOwnerKind: infrav1.ClusterKind.Kind}); err != nil {
+			return false, err
+		}
+		var machines infrav1.TerraformMachineList
+		if err := s.C.List(ctx, &machines, client.InNamespace(s.NS)); err != nil {
+			return false, err
+		}
+		for _, j := range clusterJobs.Items {
+			if jobs.OpOf(&j) == jobs.OpDestroy && len(machines.Items) > 0 {
+				t.Fatalf("the cluster's destroy %s started while %d TerraformMachines remain", j.Name, len(machines.Items))
+			}
+		}
 		err := s.C.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
@@ -274,4 +290,62 @@ func countJobs(t *testing.T, s *system.Suite) int {
 		t.Fatal(err)
 	}
 	return len(list.Items)
+}
+
+// workloadKubeconfig writes the <cluster>-kubeconfig Secret a control plane provider would: the
+// local control plane stands in for the workload cluster, so Cluster API's MachinePool
+// controller, which reads the workload cluster's Nodes, has one to connect to.
+func workloadKubeconfig(t *testing.T, s *system.Suite, cluster string) {
+	t.Helper()
+	kubeconfig, err := os.ReadFile(s.Sys.Env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: cluster + "-kubeconfig", Namespace: s.NS, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+		Type:       clusterv1.ClusterSecretType,
+		Data:       map[string][]byte{"value": kubeconfig},
+	}
+	if err := s.C.Create(s.Ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A MachinePool whose infrastructure is a TerraformMachinePool: captf applies the pool with the
+// MachinePool's replicas, and Cluster API copies the module's provider ID list and replica
+// count to the MachinePool.
+func TestAMachinePoolGetsItsProviderIDList(t *testing.T) {
+	s := system.NewSuite(t, "capi-pool")
+	createCluster(t, s, "web")
+	workloadKubeconfig(t, s, "web")
+	pool := &infrav1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "web-pool", Namespace: s.NS}}
+	pool.Spec.Source.Image = system.SampleNoopImage
+	pool.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(`{"name":"web-pool"}`)}
+	if err := s.C.Create(s.Ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	bootstrap := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "web-pool-bootstrap", Namespace: s.NS},
+		Type: clusterv1.ClusterSecretType, StringData: map[string]string{"value": "#cloud-config\n", "format": "cloud-config"}}
+	if err := s.C.Create(s.Ctx, bootstrap); err != nil {
+		t.Fatal(err)
+	}
+	mp := &clusterv1.MachinePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-pool", Namespace: s.NS},
+		Spec: clusterv1.MachinePoolSpec{
+			ClusterName: "web", Replicas: ptr.To[int32](2),
+			Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
+				ClusterName: "web", Version: "v1.37.2",
+				Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(bootstrap.Name)},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "TerraformMachinePool", Name: pool.Name},
+			}},
+		},
+	}
+	if err := s.C.Create(s.Ctx, mp); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"local://web-pool-0", "local://web-pool-1"}
+	s.Eventually("the MachinePool has the module's provider IDs", 4*time.Minute, func(ctx context.Context) (bool, error) {
+		err := s.C.Get(ctx, client.ObjectKeyFromObject(mp), mp)
+		return err == nil && slices.Equal(mp.Spec.ProviderIDList, want) && ptr.Deref(mp.Status.Replicas, 0) == 2, err
+	})
 }
