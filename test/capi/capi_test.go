@@ -50,6 +50,12 @@ func TestClusterAPIProvisionsAClusterThroughCaptf(t *testing.T) {
 	if len(tc.OwnerReferences) != 1 || tc.OwnerReferences[0].Kind != "Cluster" || tc.OwnerReferences[0].UID != cluster.UID {
 		t.Fatalf("the TerraformCluster's owners = %+v, want the Cluster that Cluster API made its owner", tc.OwnerReferences)
 	}
+	// A client of the older version reads the Cluster through Cluster API's conversion webhook.
+	out, err := s.Sys.Env.Kubectl(ctx, "get", "clusters.v1beta1.cluster.x-k8s.io", "web", "-n", s.NS,
+		"-o", "jsonpath={.apiVersion} {.status.infrastructureReady}").Output()
+	if err != nil || string(out) != "cluster.x-k8s.io/v1beta1 true" {
+		t.Fatalf("the Cluster as v1beta1: %q %v", out, err)
+	}
 }
 
 // A MachineDeployment whose machines use a TerraformMachineTemplate: Cluster API clones a

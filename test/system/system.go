@@ -121,9 +121,9 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 const ClusterAPIManager = "capi-manager"
 
 // startClusterAPI runs Cluster API's core manager as a local process under the admin identity,
-// its webhooks (defaulting and validation; conversion is not needed, as everything here speaks
-// v1beta2) registered with the API server on loopback with a generated certificate, and waits
-// until it is ready. MachinePool is a feature gate of Cluster API; it is on.
+// its webhooks (defaulting, validation, and the conversion of its CRDs' older versions)
+// registered with the API server on loopback with a generated certificate, and waits until it
+// is ready. MachinePool is a feature gate of Cluster API; it is on.
 func (s *System) startClusterAPI(ctx context.Context) error {
 	manager := filepath.Join(s.Env.BinDir, ClusterAPIManager)
 	if _, err := os.Stat(manager); err != nil {
@@ -146,6 +146,9 @@ func (s *System) startClusterAPI(ctx context.Context) error {
 		return err
 	}
 	if err := s.Env.InstallWebhooks(ctx, filepath.Join(dir, "core", "config", "webhook", "manifests.yaml"), port, caPEM); err != nil {
+		return err
+	}
+	if err := s.Env.ServeConversions(ctx, "cluster.x-k8s.io", port, caPEM); err != nil {
 		return err
 	}
 	if err := s.run("capi-manager", manager,

@@ -18,6 +18,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -277,6 +278,42 @@ func (e *Env) InstallWebhooks(ctx context.Context, manifest string, port int, ca
 		}
 		if err := c.Create(ctx, cfg); err != nil {
 			return fmt.Errorf("creating %s: %w", cfg.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// ServeConversions has the API server convert the versions of every CRD of the groups under
+// groupSuffix that serves more than one, through the webhook at https://127.0.0.1:<port>/convert
+// trusted with caPEM, as a provider's install registers it for its Service.
+func (e *Env) ServeConversions(ctx context.Context, groupSuffix string, port int, caPEM []byte) error {
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	c, err := client.New(e.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	if err := c.List(ctx, &crds); err != nil {
+		return err
+	}
+	url := fmt.Sprintf("https://127.0.0.1:%d/convert", port)
+	for i := range crds.Items {
+		crd := &crds.Items[i]
+		if !strings.HasSuffix(crd.Spec.Group, groupSuffix) || len(crd.Spec.Versions) < 2 {
+			continue
+		}
+		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
+			Strategy: apiextensionsv1.WebhookConverter,
+			Webhook: &apiextensionsv1.WebhookConversion{
+				ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: caPEM},
+				ConversionReviewVersions: []string{"v1"},
+			},
+		}
+		if err := c.Update(ctx, crd); err != nil {
+			return fmt.Errorf("registering the conversion of %s: %w", crd.Name, err)
 		}
 	}
 	return nil

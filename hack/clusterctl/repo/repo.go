@@ -24,23 +24,26 @@ const (
 	ProviderName = "terraform"
 	// ProviderType is clusterctl's kind of provider.
 	ProviderType = "InfrastructureProvider"
-	// ProviderLabelKey and ProviderLabel mark every object of the components.
+	// ProviderLabelKey is the label that marks every object of the components.
 	ProviderLabelKey = "cluster.x-k8s.io/provider"
-	ProviderLabel    = "infrastructure-terraform"
+	// ProviderLabel is its value: the provider's type and name.
+	ProviderLabel = "infrastructure-terraform"
 	// Version is the release the repository holds; its series is in metadata.yaml.
 	Version = "v0.1.0"
 	// Namespace is where the components run.
 	Namespace = "captf-system"
 
-	// ComponentsFile, MetadataFile and ClusterTemplateFile are the assets clusterctl reads.
-	ComponentsFile      = "infrastructure-components.yaml"
-	MetadataFile        = "metadata.yaml"
+	// ComponentsFile is the asset clusterctl init installs.
+	ComponentsFile = "infrastructure-components.yaml"
+	// MetadataFile maps the release series to Cluster API contracts.
+	MetadataFile = "metadata.yaml"
+	// ClusterTemplateFile is the template clusterctl generate cluster renders.
 	ClusterTemplateFile = "cluster-template.yaml"
 
-	// ImageRepository holds captf's images; the manifests in artifacts/ tag them DevTag, and
-	// the repository pins them to Version.
+	// ImageRepository holds captf's images.
 	ImageRepository = "ghcr.io/captf/"
-	DevTag          = ":dev"
+	// DevTag is the tag of captf's images in artifacts/; the repository pins them to Version.
+	DevTag = ":dev"
 
 	// injectCAFrom asks cert-manager's CA injector to fill an object's caBundle from a
 	// Certificate's Secret.

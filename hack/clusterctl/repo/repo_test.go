@@ -160,19 +160,21 @@ func TestTheComponentsFollowClusterctlsRules(t *testing.T) {
 			return ""
 		}},
 		{"the APIService trusts the certificate cert-manager injects, never a literal", func() string {
-			for _, api := range ofKind(objs, "APIService") {
-				if _, found, _ := unstructured.NestedString(api.Object, "spec", "caBundle"); found {
-					return "a caBundle is set"
-				}
-				if skip, _, _ := unstructured.NestedBool(api.Object, "spec", "insecureSkipTLSVerify"); skip {
-					return "insecureSkipTLSVerify"
-				}
-				if api.GetAnnotations()[injectCAFrom] != apiServerCertificate {
-					return "annotations: " + api.GetAnnotations()[injectCAFrom]
-				}
-				return ""
+			apis := ofKind(objs, "APIService")
+			if len(apis) != 1 {
+				return "APIServices: " + names(apis)
 			}
-			return "no APIService"
+			api := apis[0]
+			if _, found, _ := unstructured.NestedString(api.Object, "spec", "caBundle"); found {
+				return "a caBundle is set"
+			}
+			if skip, _, _ := unstructured.NestedBool(api.Object, "spec", "insecureSkipTLSVerify"); skip {
+				return "insecureSkipTLSVerify"
+			}
+			if api.GetAnnotations()[injectCAFrom] != apiServerCertificate {
+				return "annotations: " + api.GetAnnotations()[injectCAFrom]
+			}
+			return ""
 		}},
 		{"the webhooks trust the certificate cert-manager injects", func() string {
 			hooks := ofKind(objs, "ValidatingWebhookConfiguration")
