@@ -245,9 +245,13 @@ func TestDeletingTheClusterDestroysMachinesThenTheCluster(t *testing.T) {
 	if len(seen.destroy) != 2 {
 		t.Fatalf("%d machine destroys seen, want one per machine", len(seen.destroy))
 	}
-	// The Jobs are owned by the deleted objects: the garbage collector takes them; what must not
-	// stay is captf's state, inputs and Leases.
-	s.Eventually("no Secret or Lease of captf stays", time.Minute, func(ctx context.Context) (bool, error) {
+	// The Jobs are owned by the deleted objects, so the garbage collector takes them; captf
+	// itself removes its state, inputs and Leases.
+	s.Eventually("no Job, Secret or Lease of captf stays", time.Minute, func(ctx context.Context) (bool, error) {
+		var list batchv1.JobList
+		if err := s.C.List(ctx, &list, client.InNamespace(s.NS)); err != nil || len(list.Items) > 0 {
+			return false, err
+		}
 		var secrets corev1.SecretList
 		if err := s.C.List(ctx, &secrets, client.InNamespace(s.NS), client.MatchingLabels{jobs.LabelManaged: jobs.ManagedValue}); err != nil {
 			return false, err

@@ -18,7 +18,12 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/captf/captf/test/nodeagent"
 	"github.com/captf/captf/test/testenv"
@@ -120,7 +125,8 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 // ClusterAPIManager is the binary of Cluster API's core manager in bin/ (make tools).
 const ClusterAPIManager = "capi-manager"
 
-// startClusterAPI runs Cluster API's core manager as a local process under the admin identity,
+// startClusterAPI runs Cluster API's core manager as a local process under the identity its
+// install gives it (clusterAPIIdentity),
 // its webhooks (defaulting, validation, and the conversion of its CRDs' older versions)
 // registered with the API server on loopback with a generated certificate, and waits until it
 // is ready. MachinePool is a feature gate of Cluster API; it is on.
@@ -151,8 +157,12 @@ func (s *System) startClusterAPI(ctx context.Context) error {
 	if err := s.Env.ServeConversions(ctx, "cluster.x-k8s.io", port, caPEM); err != nil {
 		return err
 	}
+	kubeconfig, err := s.clusterAPIIdentity(ctx, dir)
+	if err != nil {
+		return err
+	}
 	if err := s.run("capi-manager", manager,
-		"--kubeconfig="+s.Env.Kubeconfig, "--leader-elect=false",
+		"--kubeconfig="+kubeconfig, "--leader-elect=false",
 		"--health-addr=127.0.0.1:"+strconv.Itoa(healthPort), "--diagnostics-address=127.0.0.1:0", "--insecure-diagnostics",
 		"--webhook-port="+strconv.Itoa(port), "--webhook-cert-dir="+certDir,
 		"--feature-gates=MachinePool=true",
@@ -160,6 +170,57 @@ func (s *System) startClusterAPI(ctx context.Context) error {
 		return err
 	}
 	return waitForReady(ctx, "http://127.0.0.1:"+strconv.Itoa(healthPort)+"/readyz", 2*time.Minute)
+}
+
+// Cluster API's core manager runs as this ServiceAccount, bound to its ClusterRole.
+const (
+	ClusterAPINamespace = "capi-system"
+	ClusterAPIManagerSA = "capi-manager"
+	clusterAPIRole      = "capi-manager-role"
+)
+
+// clusterAPIIdentity gives Cluster API's core manager the identity its install does: a
+// ServiceAccount bound to the ClusterRole of the module's core/config/rbac/role.yaml (named as
+// its kustomization prefixes it), and returns a kubeconfig for it. So the manager gets no more
+// than its own RBAC, and what captf's objects need from it is proven under that RBAC.
+func (s *System) clusterAPIIdentity(ctx context.Context, dir string) (string, error) {
+	objs, err := testenv.ReadManifests(filepath.Join(dir, "core", "config", "rbac", "role.yaml"))
+	if err != nil {
+		return "", err
+	}
+	c, err := client.New(s.Env.Config, client.Options{})
+	if err != nil {
+		return "", err
+	}
+	create := func(obj client.Object) error {
+		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+		}
+		return nil
+	}
+	for _, obj := range objs {
+		if obj.GetKind() != "ClusterRole" {
+			continue
+		}
+		obj.SetName(clusterAPIRole)
+		if err := create(obj); err != nil {
+			return "", err
+		}
+	}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ClusterAPINamespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: ClusterAPIManagerSA, Namespace: ClusterAPINamespace}},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: clusterAPIRole + "binding"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterAPIRole},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ClusterAPIManagerSA, Namespace: ClusterAPINamespace}},
+		},
+	} {
+		if err := create(obj); err != nil {
+			return "", err
+		}
+	}
+	return s.Env.ServiceAccountKubeconfig(ctx, ClusterAPINamespace, ClusterAPIManagerSA)
 }
 
 // build compiles the three product binaries.
