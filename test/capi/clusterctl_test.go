@@ -1,7 +1,6 @@
 package capi
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"os"
@@ -13,10 +12,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/captf/captf/hack/clusterctl/repo"
+	"github.com/captf/captf/hack/manifest"
 	"github.com/captf/captf/test/system"
 	"github.com/captf/captf/test/testenv"
 )
@@ -69,7 +68,7 @@ func (c *clusterctl) try(env []string, args ...string) (stdout, stderr []byte, e
 
 // apply applies the objects server-side, with dryRun only as a dry run: the API server, its
 // admission and Cluster API's webhooks accept them (without storing anything, on a dry run).
-func apply(t *testing.T, env *testenv.Env, objs []unstructured.Unstructured, dryRun bool) {
+func apply(t *testing.T, env *testenv.Env, objs []*unstructured.Unstructured, dryRun bool) {
 	t.Helper()
 	var docs bytes.Buffer
 	for _, obj := range objs {
@@ -103,28 +102,11 @@ func apply(t *testing.T, env *testenv.Env, objs []unstructured.Unstructured, dry
 	}
 }
 
-func decode(t *testing.T, data []byte) []unstructured.Unstructured {
+func decode(t *testing.T, data []byte) []*unstructured.Unstructured {
 	t.Helper()
-	var objs []unstructured.Unstructured
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if err != nil {
-			break
-		}
-		data, err := yaml.YAMLToJSON(doc)
-		if err != nil {
-			t.Fatalf("%v\n%s", err, doc)
-		}
-		if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
-			continue
-		}
-		// Decoded as the API machinery does, so numbers are integers.
-		var obj unstructured.Unstructured
-		if err := obj.UnmarshalJSON(data); err != nil {
-			t.Fatalf("%v\n%s", err, doc)
-		}
-		objs = append(objs, obj)
+	objs, err := manifest.Decode(data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
 	}
 	if len(objs) == 0 {
 		t.Fatalf("clusterctl rendered no objects:\n%s", data)
@@ -220,7 +202,7 @@ func TestClusterctlReadsTheComponents(t *testing.T) {
 	s := system.NewSuite(t, "clusterctl-components")
 	c := newClusterctl(t, s)
 	objs := decode(t, c.run(nil, "generate", "provider", "--infrastructure", repo.ProviderName+":"+repo.Version))
-	var installed []unstructured.Unstructured
+	var installed []*unstructured.Unstructured
 	namespaces := 0
 	for _, obj := range objs {
 		if obj.GetKind() == "Namespace" {

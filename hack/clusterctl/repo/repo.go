@@ -4,19 +4,17 @@
 package repo
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/captf/captf/hack/manifest"
 )
 
 const (
@@ -106,7 +104,7 @@ func Write(artifacts, root string) (string, error) {
 // object labelled for the provider, and the CA bundles left to cert-manager, which clusterctl
 // installs with Cluster API.
 func Components(artifacts string) ([]byte, error) {
-	var objs []unstructured.Unstructured
+	var objs []*unstructured.Unstructured
 	for _, dir := range componentDirs {
 		read, err := readDir(filepath.Join(artifacts, dir))
 		if err != nil {
@@ -127,7 +125,7 @@ func Components(artifacts string) ([]byte, error) {
 				continue
 			}
 		}
-		if err := fit(&obj); err != nil {
+		if err := fit(obj); err != nil {
 			return nil, err
 		}
 		data, err := yaml.Marshal(obj.Object)
@@ -216,39 +214,16 @@ func setAnnotation(obj *unstructured.Unstructured, key, value string) {
 }
 
 // readDir reads the objects of every .yaml (and .yaml.in template) file of dir, in name order.
-func readDir(dir string) ([]unstructured.Unstructured, error) {
+func readDir(dir string) ([]*unstructured.Unstructured, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	var objs []unstructured.Unstructured
+	var files []string
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".yaml") && !strings.HasSuffix(e.Name(), ".yaml.in") {
-			continue
-		}
-		file := filepath.Join(dir, e.Name())
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, err
-		}
-		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := reader.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", file, err)
-			}
-			var obj unstructured.Unstructured
-			if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
-				return nil, fmt.Errorf("%s: %w", file, err)
-			}
-			if obj.Object == nil {
-				continue // comments only
-			}
-			objs = append(objs, obj)
+		if strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yaml.in") {
+			files = append(files, filepath.Join(dir, e.Name()))
 		}
 	}
-	return objs, nil
+	return manifest.ReadFiles(files...)
 }

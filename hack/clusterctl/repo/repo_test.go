@@ -1,8 +1,6 @@
 package repo
 
 import (
-	"bufio"
-	"bytes"
 	"maps"
 	"os"
 	"path/filepath"
@@ -14,36 +12,27 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
+
+	"github.com/captf/captf/hack/manifest"
 )
 
 const artifacts = "../../../artifacts"
 
-func components(t *testing.T) []unstructured.Unstructured {
+func components(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
 	data, err := Components(artifacts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var objs []unstructured.Unstructured
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if err != nil {
-			break
-		}
-		var obj unstructured.Unstructured
-		if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, obj)
+	objs, err := manifest.Decode(data)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return objs
 }
 
-func ofKind(objs []unstructured.Unstructured, kind string) []unstructured.Unstructured {
-	var found []unstructured.Unstructured
+func ofKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
+	var found []*unstructured.Unstructured
 	for _, obj := range objs {
 		if obj.GetKind() == kind {
 			found = append(found, obj)
@@ -208,7 +197,7 @@ func TestTheComponentsFollowClusterctlsRules(t *testing.T) {
 	}
 }
 
-func names(objs []unstructured.Unstructured) string {
+func names(objs []*unstructured.Unstructured) string {
 	var n []string
 	for _, obj := range objs {
 		n = append(n, obj.GetName())
@@ -218,11 +207,11 @@ func names(objs []unstructured.Unstructured) string {
 
 // A namespaced object outside the provider's namespace is refused: clusterctl would move it.
 func TestAnObjectOutsideTheNamespaceIsRefused(t *testing.T) {
-	obj := unstructured.Unstructured{}
+	obj := &unstructured.Unstructured{}
 	obj.SetKind("RoleBinding")
 	obj.SetNamespace("kube-system")
 	obj.SetName("reader")
-	if err := fit(&obj); err == nil || !strings.Contains(err.Error(), "kube-system/reader") {
+	if err := fit(obj); err == nil || !strings.Contains(err.Error(), "kube-system/reader") {
 		t.Fatalf("fit = %v, want the object named", err)
 	}
 }
