@@ -131,6 +131,13 @@ fuzz: ## Run every fuzz target for FUZZ_TIME each (executions, or a duration suc
 bench: tools ## Run the benchmarks and print their table.
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout $(TEST_TIMEOUT) ./... | grep -E '^(Benchmark|goos|goarch|pkg|cpu|ok|PASS|FAIL)'
 
+IMAGES_OUT ?= dist/images
+VERSION    ?= dev
+
+.PHONY: images
+images: ## Build the manager and API server images (static binaries, non-root, reproducible) into the OCI layout IMAGES_OUT, tagged VERSION.
+	$(GO) run ./hack/images -out $(IMAGES_OUT) -version $(VERSION)
+
 CLUSTERCTL_REPO ?= dist/clusterctl
 
 .PHONY: clusterctl-repo

@@ -1,0 +1,127 @@
+package image
+
+import (
+	"archive/tar"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+)
+
+func build(t *testing.T, dir string) v1.Image {
+	t.Helper()
+	bin := filepath.Join(dir, "controller")
+	if err := os.WriteFile(bin, []byte("#!binary"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, err := BaseLayer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := Build(base, Spec{Files: map[string]string{"/controller": bin, "/bin/runner": bin}, Entrypoint: []string{"/controller"}, Version: "v0.1.0", Source: "https://example.invalid/captf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// files reads the image's flattened file system.
+func files(t *testing.T, img v1.Image) map[string]*tar.Header {
+	t.Helper()
+	out := map[string]*tar.Header{}
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimSuffix(h.Name, "/")] = h
+		if h.Name == "etc/ssl/certs/ca-certificates.crt" {
+			data, _ := io.ReadAll(tr)
+			pool := x509.NewCertPool()
+			if block, _ := pem.Decode(data); block == nil || !pool.AppendCertsFromPEM(data) {
+				t.Error("the CA bundle holds no certificate")
+			}
+		}
+	}
+}
+
+func TestAnImageRunsItsBinariesAsTheNonRootUser(t *testing.T) {
+	img := build(t, t.TempDir())
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := files(t, img)
+	for _, rule := range []struct {
+		name string
+		ok   bool
+	}{
+		{"runs as 65532", cfg.Config.User == "65532:65532"},
+		{"the entrypoint is the binary", len(cfg.Config.Entrypoint) == 1 && cfg.Config.Entrypoint[0] == "/controller"},
+		{"labelled with version and source", cfg.Config.Labels["org.opencontainers.image.version"] == "v0.1.0" && cfg.Config.Labels["org.opencontainers.image.source"] != ""},
+		{"for linux/amd64", cfg.OS == "linux" && cfg.Architecture == "amd64"},
+		{"the binaries are executable", fs["controller"] != nil && fs["controller"].Mode == 0o755 && fs["bin/runner"] != nil},
+		{"the user has a passwd entry and a home", fs["etc/passwd"] != nil && fs["home/nonroot"] != nil && fs["home/nonroot"].Uid == User},
+		{"the CA certificates are there", fs["etc/ssl/certs/ca-certificates.crt"] != nil},
+		{"/tmp is writable", fs["tmp"] != nil && fs["tmp"].Mode&0o1777 == 0o1777},
+		{"the base and the binaries are separate layers", func() bool { l, err := img.Layers(); return err == nil && len(l) == 2 }()},
+	} {
+		if !rule.ok {
+			t.Errorf("%s: does not hold", rule.name)
+		}
+	}
+}
+
+func TestTheSameInputsGiveTheSameDigest(t *testing.T) {
+	dir := t.TempDir()
+	a, err := build(t, dir).Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := build(t, dir).Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatalf("two builds: %s and %s", a, b)
+	}
+}
+
+func TestTheLayoutNamesEachImage(t *testing.T) {
+	dir := t.TempDir()
+	img := build(t, dir)
+	out := filepath.Join(dir, "oci")
+	if err := WriteLayout(out, map[string]v1.Image{"ghcr.io/captf/captf-manager:v0.1.0": img}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := layout.FromPath(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, err := p.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := index.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := img.Digest()
+	if len(manifest.Manifests) != 1 || manifest.Manifests[0].Annotations[RefNameAnnotation] != "ghcr.io/captf/captf-manager:v0.1.0" || manifest.Manifests[0].Digest != want {
+		t.Fatalf("index = %+v", manifest.Manifests)
+	}
+}
