@@ -302,21 +302,17 @@ func countJobs(t *testing.T, s *system.Suite) int {
 	return len(list.Items)
 }
 
-// workloadKubeconfig writes the <cluster>-kubeconfig Secret a control plane provider would: the
-// local control plane stands in for the workload cluster, so Cluster API's MachinePool
-// controller, which reads the workload cluster's Nodes, has one to connect to.
-func workloadKubeconfig(t *testing.T, s *system.Suite, cluster string) {
+// workloadKubeconfig writes the <cluster>-kubeconfig Secret a control plane provider would,
+// owned by the Cluster so clusterctl move takes it along: the local control plane stands in for
+// the workload cluster, so Cluster API, which reads the workload cluster's Nodes, has one to
+// connect to.
+func workloadKubeconfig(t *testing.T, s *system.Suite, cluster *clusterv1.Cluster) {
 	t.Helper()
 	kubeconfig, err := os.ReadFile(s.Sys.Env.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: cluster + "-kubeconfig", Namespace: s.NS, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
-		Type:       clusterv1.ClusterSecretType,
-		Data:       map[string][]byte{"value": kubeconfig},
-	}
-	if err := s.C.Create(s.Ctx, secret); err != nil {
+	if err := s.C.Create(s.Ctx, ownedSecret(cluster, cluster.Name+"-kubeconfig", map[string][]byte{"value": kubeconfig})); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -326,8 +322,8 @@ func workloadKubeconfig(t *testing.T, s *system.Suite, cluster string) {
 // count to the MachinePool.
 func TestAMachinePoolGetsItsProviderIDList(t *testing.T) {
 	s := system.NewSuite(t, "capi-pool")
-	createCluster(t, s, "web")
-	workloadKubeconfig(t, s, "web")
+	_, cluster := createCluster(t, s, "web")
+	workloadKubeconfig(t, s, cluster)
 	pool := &infrav1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "web-pool", Namespace: s.NS}}
 	pool.Spec.Source.Image = system.SampleNoopImage
 	pool.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(`{"name":"web-pool"}`)}

@@ -54,16 +54,22 @@ func (c *clusterctl) run(env []string, args ...string) []byte {
 func (c *clusterctl) try(env []string, args ...string) (stdout, stderr []byte, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	cmd := c.command(ctx, env, args...)
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	stdout, err = cmd.Output()
+	return stdout, errOut.Bytes(), err
+}
+
+// command is clusterctl with args, its configuration and its own home.
+func (c *clusterctl) command(ctx context.Context, env []string, args ...string) *exec.Cmd {
 	args = append(args, "--config", c.config)
 	cmd := exec.CommandContext(ctx, filepath.Join(c.s.Sys.Env.BinDir, "clusterctl"), args...)
 	cmd.Env = append([]string{
 		"HOME=" + c.home, "XDG_CONFIG_HOME=" + filepath.Join(c.home, ".config"),
 		"PATH=" + os.Getenv("PATH"), "CLUSTERCTL_DISABLE_VERSIONCHECK=true",
 	}, env...)
-	var errOut bytes.Buffer
-	cmd.Stderr = &errOut
-	stdout, err = cmd.Output()
-	return stdout, errOut.Bytes(), err
+	return cmd
 }
 
 // apply applies the objects server-side, with dryRun only as a dry run: the API server, its

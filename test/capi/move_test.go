@@ -3,8 +3,6 @@ package capi
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -175,9 +173,7 @@ func TestClusterctlMoveTakesAProvisionedClusterToAnotherControlPlane(t *testing.
 	if err := s.C.Get(s.Ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.C.Create(s.Ctx, ownedSecret(cluster, "web-kubeconfig", map[string][]byte{"value": readFile(t, s.Sys.Env.Kubeconfig)})); err != nil {
-		t.Fatal(err)
-	}
+	workloadKubeconfig(t, s, cluster)
 	controlPlaneMachine(t, s, cluster, "web-cp-0")
 	machineDeployment(t, s, "web", "web-md-0", 2)
 	var bootstrap corev1.Secret
@@ -270,9 +266,8 @@ func TestClusterctlMoveTakesAProvisionedClusterToAnotherControlPlane(t *testing.
 	}
 
 	c := newClusterctl(t, s)
-	move := exec.Command(filepath.Join(s.Sys.Env.BinDir, "clusterctl"), "move", "--namespace", s.NS,
-		"--kubeconfig", s.Sys.Env.Kubeconfig, "--to-kubeconfig", target.Env.Kubeconfig, "--config", c.config, "-v", "3")
-	move.Env = []string{"HOME=" + c.home, "CLUSTERCTL_DISABLE_VERSIONCHECK=true"}
+	move := c.command(context.Background(), nil, "move", "--namespace", s.NS,
+		"--kubeconfig", s.Sys.Env.Kubeconfig, "--to-kubeconfig", target.Env.Kubeconfig, "-v", "3")
 	var out strings.Builder
 	move.Stdout, move.Stderr = &out, &out
 	if err := move.Start(); err != nil {
@@ -353,15 +348,6 @@ func TestClusterctlMoveTakesAProvisionedClusterToAnotherControlPlane(t *testing.
 	if len(applies.Items) != 0 {
 		t.Errorf("the target started %d applies after the move", len(applies.Items))
 	}
-}
-
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
 }
 
 // scheme is the controller's scheme with the CRDs' kinds, which the inventory lists.
