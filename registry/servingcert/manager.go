@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -104,20 +108,34 @@ func (m *Manager) OnChange(f func()) {
 	m.listeners = append(m.listeners, f)
 }
 
-// Run syncs until the first success, then every Interval, until ctx is done. It returns the
-// first Sync's error only through the log: a server keeps trying, and its readiness says
-// whether it has a certificate.
-func (m *Manager) Run(ctx context.Context) {
-	for {
+// Start syncs until the first success (or ctx is done), so a server has a certificate before it
+// listens, then keeps syncing every Interval in the background until ctx is done.
+func (m *Manager) Start(ctx context.Context) error {
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		if err := m.Sync(ctx); err != nil {
 			m.log.Error(err, "Keeping the serving certificate failed; retrying", "secret", klogRef(m.cfg.Namespace, m.cfg.SecretName))
+			return false, nil
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(m.cfg.Interval):
-		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("no serving certificate: %w", err)
 	}
+	go func() {
+		ticker := time.NewTicker(m.cfg.Interval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				if err := m.Sync(ctx); err != nil {
+					m.log.Error(err, "Keeping the serving certificate failed; retrying", "secret", klogRef(m.cfg.Namespace, m.cfg.SecretName))
+				}
+			}
+		}
+	}()
+	return nil
 }
 
 // Sync reads the Secret, renews what is due (creating the Secret when missing), writes the CA
@@ -287,3 +305,33 @@ func (m *Manager) serve(b Bundle) error {
 
 // klogRef is the namespace/name form the logs use for an object.
 func klogRef(namespace, name string) string { return namespace + "/" + name }
+
+// CertKeyContentProvider serves the Manager's pair to a k8s.io/apiserver server
+// (SecureServingInfo.Cert), which reloads it whenever it changes.
+func (m *Manager) CertKeyContentProvider() dynamiccertificates.CertKeyContentProvider {
+	return contentProvider{m}
+}
+
+type contentProvider struct{ m *Manager }
+
+func (p contentProvider) Name() string { return "captf-serving-cert" }
+
+func (p contentProvider) CurrentCertKeyContent() ([]byte, []byte) { return p.m.Current() }
+
+func (p contentProvider) AddListener(l dynamiccertificates.Listener) { p.m.OnChange(l.Enqueue) }
+
+// inClusterNamespaceFile holds the pod's namespace in a cluster.
+const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// PodNamespace is the namespace a server runs in: $POD_NAMESPACE (the downward API), else the
+// in-cluster ServiceAccount's namespace file.
+func PodNamespace() (string, error) {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns, nil
+	}
+	data, err := os.ReadFile(inClusterNamespaceFile)
+	if err != nil {
+		return "", fmt.Errorf("the pod's namespace is unknown (set POD_NAMESPACE): %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,6 +21,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/component-base/cli/globalflag"
@@ -29,6 +32,7 @@ import (
 	"github.com/captf/captf/apis/runs/openapi"
 	"github.com/captf/captf/apis/runs/v1alpha1"
 	"github.com/captf/captf/registry"
+	"github.com/captf/captf/registry/servingcert"
 )
 
 // Scheme and Codecs of the server: the runs.captf.io API and the unversioned meta types.
@@ -54,6 +58,53 @@ func init() {
 type Options struct {
 	// Recommended are the generic server options.
 	Recommended *genericoptions.RecommendedOptions
+	// ServingCert, when its Secret is named, has the server keep its own serving certificate
+	// instead of reading --tls-cert-file.
+	ServingCert ServingCertOptions
+}
+
+// ServingCertOptions configure the self-managed serving certificate: kept in a Secret, renewed
+// before it expires, its CA written into the APIService's caBundle.
+type ServingCertOptions struct {
+	SecretName string
+	Namespace  string
+	Service    string
+	APIService string
+	Validity   time.Duration
+}
+
+// AddFlags adds the self-managed certificate's flags.
+func (o *ServingCertOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.SecretName, "serving-cert-secret", o.SecretName, "Keep the serving certificate in this Secret (created on first start, renewed with a third of its life left) and write its CA into the APIService's caBundle. Excludes --tls-cert-file.")
+	fs.StringVar(&o.Namespace, "serving-cert-namespace", o.Namespace, "Namespace of --serving-cert-secret and of the Service the certificate is for (default: $POD_NAMESPACE, else the pod's namespace).")
+	fs.StringVar(&o.Service, "serving-cert-service", o.Service, "The Service the aggregator reaches the server through; the certificate is for <service>.<namespace>.svc.")
+	fs.StringVar(&o.APIService, "serving-cert-apiservice", o.APIService, "The APIService whose caBundle gets the certificate's CA.")
+	fs.DurationVar(&o.Validity, "serving-cert-validity", o.Validity, "Lifetime of the serving certificate; its CA lives ten times as long.")
+}
+
+// Validate checks the self-managed certificate's flags.
+func (o *ServingCertOptions) Validate(serving *genericoptions.SecureServingOptionsWithLoopback) []error {
+	if o.SecretName == "" {
+		return nil
+	}
+	var errs []error
+	if serving.ServerCert.CertKey.CertFile != "" || serving.ServerCert.CertKey.KeyFile != "" {
+		errs = append(errs, errors.New("--serving-cert-secret and --tls-cert-file/--tls-private-key-file exclude each other"))
+	}
+	if o.Service == "" || o.APIService == "" {
+		errs = append(errs, errors.New("--serving-cert-secret needs --serving-cert-service and --serving-cert-apiservice"))
+	}
+	if o.Validity < time.Minute {
+		errs = append(errs, fmt.Errorf("--serving-cert-validity %s is shorter than a minute", o.Validity))
+	}
+	return errs
+}
+
+func (o *ServingCertOptions) namespace() (string, error) {
+	if o.Namespace != "" {
+		return o.Namespace, nil
+	}
+	return servingcert.PodNamespace()
 }
 
 // NewOptions returns the default options.
@@ -66,24 +117,30 @@ func NewOptions() *Options {
 	// kube-apiserver applies priority and fairness before it proxies to this server; doing it
 	// again would only add the flowcontrol objects to this server's RBAC.
 	o.Recommended.Features.EnablePriorityAndFairness = false
+	o.ServingCert = ServingCertOptions{Service: "captf-apiserver", APIService: v1alpha1.SchemeGroupVersion.Version + "." + v1alpha1.SchemeGroupVersion.Group, Validity: 365 * 24 * time.Hour}
 	return o
 }
 
 // Validate checks the options.
 func (o *Options) Validate() error {
-	return utilerrors.NewAggregate(o.Recommended.Validate())
+	return utilerrors.NewAggregate(append(o.Recommended.Validate(), o.ServingCert.Validate(o.Recommended.SecureServing)...))
 }
 
 // Config is the configuration of a server.
 type Config struct {
 	// Generic is the generic server configuration.
 	Generic *genericapiserver.RecommendedConfig
+	// ServingCert keeps the serving certificate when it is self-managed; nil otherwise.
+	ServingCert *servingcert.Manager
 }
 
 // Config builds the server configuration from the options.
 func (o *Options) Config() (*Config, error) {
-	if err := o.Recommended.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
-		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
+	selfManaged := o.ServingCert.SecretName != ""
+	if !selfManaged {
+		if err := o.Recommended.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
+			return nil, fmt.Errorf("creating self-signed certificates: %w", err)
+		}
 	}
 	generic := genericapiserver.NewRecommendedConfig(Codecs)
 	generic.EffectiveVersion = compatibility.NewEffectiveVersionFromString("1.37", "", "")
@@ -100,18 +157,50 @@ func (o *Options) Config() (*Config, error) {
 	if generic.ClientConfig == nil {
 		return nil, errors.New("no client configuration for the cluster: set --kubeconfig or run in a cluster")
 	}
-	return &Config{Generic: generic}, nil
+	config := &Config{Generic: generic}
+	if selfManaged {
+		m, err := o.ServingCert.manager(generic.ClientConfig)
+		if err != nil {
+			return nil, err
+		}
+		generic.SecureServing.Cert = m.CertKeyContentProvider()
+		config.ServingCert = m
+	}
+	return config, nil
+}
+
+func (o *ServingCertOptions) manager(clientConfig *restclient.Config) (*servingcert.Manager, error) {
+	namespace, err := o.namespace()
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(clientConfig)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(clientConfig)
+	if err != nil {
+		return nil, err
+	}
+	return servingcert.NewManager(servingcert.Config{
+		Namespace: namespace, SecretName: o.SecretName,
+		DNSNames:    servingcert.DNSNames(o.Service, namespace),
+		Validity:    o.Validity,
+		APIServices: []string{o.APIService},
+		ManagedBy:   "captf-apiserver",
+	}, kube, dyn, klog.Background().WithName("serving-cert"))
 }
 
 // CompletedConfig is a Config whose defaults are filled in; only it can build a server.
 type CompletedConfig struct {
 	generic      genericapiserver.CompletedConfig
 	clientConfig *restclient.Config
+	servingCert  *servingcert.Manager
 }
 
 // Complete fills in the defaults of the configuration.
 func (c *Config) Complete() CompletedConfig {
-	return CompletedConfig{generic: c.Generic.Complete(), clientConfig: c.Generic.ClientConfig}
+	return CompletedConfig{generic: c.Generic.Complete(), clientConfig: c.Generic.ClientConfig, servingCert: c.ServingCert}
 }
 
 // Server is the captf aggregated API server.
@@ -120,6 +209,8 @@ type Server struct {
 	Generic *genericapiserver.GenericAPIServer
 	// Source is the cache the resources are computed from.
 	Source *registry.Source
+	// servingCert keeps a self-managed serving certificate; nil otherwise.
+	servingCert *servingcert.Manager
 }
 
 // New builds the server: the Source over a watch of the managed Jobs and informers of the
@@ -165,11 +256,17 @@ func (c CompletedConfig) New() (*Server, error) {
 	})); err != nil {
 		return nil, fmt.Errorf("adding the readyz check: %w", err)
 	}
-	return &Server{Generic: generic, Source: src}, nil
+	return &Server{Generic: generic, Source: src, servingCert: c.servingCert}, nil
 }
 
 // Run serves until ctx is done.
 func (s *Server) Run(ctx context.Context) error {
+	if s.servingCert != nil {
+		// Listen only with a certificate the APIService already trusts.
+		if err := s.servingCert.Start(ctx); err != nil {
+			return err
+		}
+	}
 	return s.Generic.PrepareRun().RunWithContext(ctx)
 }
 
@@ -200,6 +297,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	}
 	flags := cmd.Flags()
 	o.Recommended.AddFlags(flags)
+	o.ServingCert.AddFlags(flags)
 	globalflag.AddGlobalFlags(flags, cmd.Name())
 	return cmd
 }

@@ -3,6 +3,8 @@ package app
 import (
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/captf/captf/apis/runs/v1alpha1"
 )
 
@@ -37,3 +39,31 @@ func TestSchemeServesTheRunsGroup(t *testing.T) {
 }
 
 var schemaGV = v1alpha1.SchemeGroupVersion
+
+// The self-managed certificate's flags: each rule a row.
+func TestServingCertFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		valid bool
+	}{
+		{"files only", []string{"--tls-cert-file=/c", "--tls-private-key-file=/k"}, true},
+		{"a Secret only", []string{"--serving-cert-secret=captf-apiserver-tls"}, true},
+		{"a Secret and files exclude each other", []string{"--serving-cert-secret=s", "--tls-cert-file=/c", "--tls-private-key-file=/k"}, false},
+		{"a validity under a minute", []string{"--serving-cert-secret=s", "--serving-cert-validity=30s"}, false},
+		{"no APIService to write to", []string{"--serving-cert-secret=s", "--serving-cert-apiservice="}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			flags := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			o.Recommended.SecureServing.AddFlags(flags)
+			o.ServingCert.AddFlags(flags)
+			if err := flags.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if errs := o.ServingCert.Validate(o.Recommended.SecureServing); (len(errs) == 0) != tc.valid {
+				t.Errorf("Validate = %v, want valid %v", errs, tc.valid)
+			}
+		})
+	}
+}
