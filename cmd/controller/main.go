@@ -3,18 +3,29 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/webhooks"
+	"github.com/captf/captf/registry/servingcert"
 )
 
 func main() {
@@ -27,9 +38,17 @@ func main() {
 		concurrency   int
 		webhookPort   int
 		webhookCerts  string
+		metricsSecure bool
+		metricsCerts  string
+		webhookSecret string
+		webhookSvc    string
+		webhookConfig string
+		certValidity  time.Duration
 		zapOpts       = zap.Options{}
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to clients the API server authenticates (TokenReview) and authorizes (SubjectAccessReview for get on the /metrics path); false serves plain HTTP to anyone.")
+	flag.StringVar(&metricsCerts, "metrics-cert-dir", "", "Directory holding the metrics' serving certificate, tls.crt and tls.key; empty: a self-signed one.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
 	flag.StringVar(&leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the namespace the manager runs in).")
@@ -37,6 +56,10 @@ func main() {
 	flag.IntVar(&concurrency, "concurrency", 10, "How many objects of each kind are reconciled at once.")
 	flag.IntVar(&webhookPort, "webhook-port", 0, "Port the admission webhooks are served on; 0 serves none.")
 	flag.StringVar(&webhookCerts, "webhook-cert-dir", "", "Directory holding the webhooks' serving certificate, tls.crt and tls.key.")
+	flag.StringVar(&webhookSecret, "webhook-cert-secret", "", "Keep the webhooks' serving certificate in this Secret of the pod's namespace instead of --webhook-cert-dir: created on first start, renewed with a third of its life left, its CA written into the webhook configuration.")
+	flag.StringVar(&webhookSvc, "webhook-service", "captf-webhook-service", "The Service the API server calls the webhooks through; the self-managed certificate is for <service>.<namespace>.svc.")
+	flag.StringVar(&webhookConfig, "webhook-configuration", "captf-validating-webhook-configuration", "The ValidatingWebhookConfiguration whose caBundle gets the self-managed certificate's CA.")
+	flag.DurationVar(&certValidity, "webhook-cert-validity", 365*24*time.Hour, "Lifetime of the self-managed webhook certificate; its CA lives ten times as long.")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nThe captf controller reconciles TerraformCluster, TerraformMachine and TerraformMachinePool\nand runs their Terraform/OpenTofu operations as Kubernetes Jobs.\n\nFlags:\n", os.Args[0])
@@ -51,18 +74,39 @@ func main() {
 		os.Exit(2)
 	}
 
+	restConfig := ctrl.GetConfigOrDie()
+	ctx := ctrl.SetupSignalHandler()
+	metrics := metricsserver.Options{BindAddress: metricsAddr, SecureServing: metricsSecure, CertDir: metricsCerts}
+	if metricsSecure {
+		// Only those allowed to get /metrics read it: a ServiceAccount bound to captf-metrics-reader.
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
 	opts := ctrl.Options{
 		Scheme:                  controller.NewScheme(),
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                 metrics,
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "controller-leader-election-captf",
 		LeaderElectionNamespace: leaderElectNS,
 	}
 	if webhookPort != 0 {
-		opts.WebhookServer = webhook.NewServer(webhook.Options{Port: webhookPort, CertDir: webhookCerts})
+		server := webhook.Options{Port: webhookPort, CertDir: webhookCerts}
+		if webhookSecret != "" {
+			certs, err := webhookCertManager(restConfig, webhookSecret, webhookSvc, webhookConfig, certValidity)
+			if err != nil {
+				log.Error(err, "unable to keep the webhooks' serving certificate")
+				os.Exit(1)
+			}
+			// The webhooks listen only with a certificate their configuration already trusts.
+			if err := certs.Start(ctx); err != nil {
+				log.Error(err, "unable to keep the webhooks' serving certificate")
+				os.Exit(1)
+			}
+			server.TLSOpts = append(server.TLSOpts, func(c *tls.Config) { c.GetCertificate = certs.GetCertificate })
+		}
+		opts.WebhookServer = webhook.NewServer(server)
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), controller.ManagerOptions(opts))
+	mgr, err := ctrl.NewManager(restConfig, controller.ManagerOptions(opts))
 	if err != nil {
 		log.Error(err, "unable to create the manager")
 		os.Exit(1)
@@ -85,6 +129,18 @@ func main() {
 		log.Error(err, "unable to add the readiness check")
 		os.Exit(1)
 	}
+	// Ready once the caches have synced: before that, a replica would act on a partial view.
+	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("the caches have not synced yet")
+		}
+		return nil
+	}); err != nil {
+		log.Error(err, "unable to add the caches' readiness check")
+		os.Exit(1)
+	}
 	if webhookPort != 0 {
 		// Ready only once the API server can call the webhooks.
 		if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
@@ -93,8 +149,32 @@ func main() {
 		}
 	}
 	log.Info("starting the manager")
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "the manager stopped with an error")
 		os.Exit(1)
 	}
+}
+
+// webhookCertManager keeps the webhooks' certificate in the Secret name of the pod's namespace,
+// for the Service service, its CA in the ValidatingWebhookConfiguration configuration.
+func webhookCertManager(restConfig *rest.Config, name, service, configuration string, validity time.Duration) (*servingcert.Manager, error) {
+	namespace, err := servingcert.PodNamespace()
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		return nil, err
+	}
+	return servingcert.NewManager(servingcert.Config{
+		Namespace: namespace, SecretName: name,
+		DNSNames:           servingcert.DNSNames(service, namespace),
+		Validity:           validity,
+		ValidatingWebhooks: []string{configuration},
+		ManagedBy:          "captf-controller",
+	}, kube, dyn, ctrl.Log.WithName("webhook-cert"))
 }
