@@ -3,20 +3,15 @@
 package artifacts
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	hackmanifest "github.com/captf/captf/hack/manifest"
 )
 
 // ProviderLabel marks every object of the provider's components, as clusterctl requires.
@@ -27,50 +22,25 @@ const (
 	ContractLabel = "cluster.x-k8s.io/v1beta2"
 )
 
-// shipped are the manifests installed with the provider; samples are the user's objects.
-var shipped = []string{"crd", "controller", "apiserver", "certmanager"}
+// Overlays are the installs: each renders every object the provider ships.
+var Overlays = []string{"overlays/self-managed", "overlays/cert-manager"}
 
 type manifest struct {
 	file string
-	obj  unstructured.Unstructured
-	raw  []byte
+	obj  *unstructured.Unstructured
 }
 
+// readManifests renders every install overlay; file names the overlay an object came from.
 func readManifests(t *testing.T) []manifest {
 	t.Helper()
 	var all []manifest
-	for _, dir := range shipped {
-		entries, err := os.ReadDir(dir)
+	for _, overlay := range Overlays {
+		objs, err := hackmanifest.Kustomize(overlay)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range entries {
-			if !strings.HasSuffix(e.Name(), ".yaml") && !strings.HasSuffix(e.Name(), ".yaml.in") {
-				continue
-			}
-			file := filepath.Join(dir, e.Name())
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-			for {
-				doc, err := reader.Read()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatalf("%s: %v", file, err)
-				}
-				var obj unstructured.Unstructured
-				if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
-					t.Fatalf("%s: %v", file, err)
-				}
-				if obj.Object == nil {
-					continue // a document of comments only
-				}
-				all = append(all, manifest{file: file, obj: obj, raw: doc})
-			}
+		for _, obj := range objs {
+			all = append(all, manifest{file: overlay, obj: obj})
 		}
 	}
 	if len(all) == 0 {
@@ -97,7 +67,7 @@ func TestEveryCRDCarriesTheContractLabel(t *testing.T) {
 		}
 		crds++
 		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.Unmarshal(m.raw, &crd); err != nil {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m.obj.Object, &crd); err != nil {
 			t.Fatalf("%s: %v", m.file, err)
 		}
 		var served []string

@@ -12,6 +12,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // Decode returns the objects of a multi-document YAML stream, in order.
@@ -54,4 +56,18 @@ func ReadFiles(paths ...string) ([]*unstructured.Unstructured, error) {
 		objs = append(objs, read...)
 	}
 	return objs, nil
+}
+
+// Kustomize renders the kustomization in dir, as `kubectl kustomize dir` does, and returns its
+// objects in kustomize's order.
+func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
+	}
+	data, err := resources.AsYaml()
+	if err != nil {
+		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
+	}
+	return Decode(data)
 }

@@ -43,17 +43,10 @@ const (
 	// DevTag is the tag of captf's images in artifacts/; the repository pins them to Version.
 	DevTag = ":dev"
 
-	// injectCAFrom asks cert-manager's CA injector to fill an object's caBundle from a
-	// Certificate's Secret.
-	injectCAFrom = "cert-manager.io/inject-ca-from"
-	// The Certificates of artifacts/certmanager whose CA each object trusts.
-	apiServerCertificate = Namespace + "/captf-apiserver-cert"
-	webhookCertificate   = Namespace + "/captf-webhook-cert"
+	// Overlay is the install, under artifacts/, that the components are: the cert-manager one,
+	// since clusterctl installs cert-manager with Cluster API.
+	Overlay = "overlays/cert-manager"
 )
-
-// componentDirs are the directories of artifacts/ whose manifests make up the components, in
-// the order they are written.
-var componentDirs = []string{"crd", "controller", "apiserver", "certmanager"}
 
 // clusterScoped are the kinds of the components that live outside any namespace.
 var clusterScoped = []string{
@@ -100,17 +93,12 @@ func Write(artifacts, root string) (string, error) {
 	return dir, nil
 }
 
-// Components renders the components file: every shipped manifest once, one Namespace, every
-// object labelled for the provider, and the CA bundles left to cert-manager, which clusterctl
-// installs with Cluster API.
+// Components renders the components file: the cert-manager install overlay, one Namespace,
+// every object labelled for the provider, captf's images pinned to the release.
 func Components(artifacts string) ([]byte, error) {
-	var objs []*unstructured.Unstructured
-	for _, dir := range componentDirs {
-		read, err := readDir(filepath.Join(artifacts, dir))
-		if err != nil {
-			return nil, err
-		}
-		objs = append(objs, read...)
+	objs, err := manifest.Kustomize(filepath.Join(artifacts, Overlay))
+	if err != nil {
+		return nil, err
 	}
 	var out bytes.Buffer
 	namespaces := 0
@@ -119,10 +107,9 @@ func Components(artifacts string) ([]byte, error) {
 			if obj.GetName() != Namespace {
 				return nil, fmt.Errorf("the Namespace %q: the components run in %s only", obj.GetName(), Namespace)
 			}
-			// artifacts/controller and artifacts/apiserver each ship it, for kubectl apply -f;
 			// clusterctl takes the components' one Namespace as the provider's.
 			if namespaces++; namespaces > 1 {
-				continue
+				return nil, fmt.Errorf("a second Namespace %q: clusterctl takes one as the provider's", obj.GetName())
 			}
 		}
 		if err := fit(obj); err != nil {
@@ -156,17 +143,8 @@ func fit(obj *unstructured.Unstructured) error {
 	}
 	labels[ProviderLabelKey] = ProviderLabel
 	obj.SetLabels(labels)
-	switch obj.GetKind() {
-	case "Deployment":
-		if err := pinImages(obj); err != nil {
-			return err
-		}
-	case "APIService":
-		// The bundle is the self-signed certificate's, which only cert-manager knows.
-		unstructured.RemoveNestedField(obj.Object, "spec", "caBundle")
-		setAnnotation(obj, injectCAFrom, apiServerCertificate)
-	case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
-		setAnnotation(obj, injectCAFrom, webhookCertificate)
+	if obj.GetKind() == "Deployment" {
+		return pinImages(obj)
 	}
 	return nil
 }
@@ -202,28 +180,4 @@ func pinImages(obj *unstructured.Unstructured) error {
 		}
 	}
 	return unstructured.SetNestedSlice(obj.Object, containers, "spec", "template", "spec", "containers")
-}
-
-func setAnnotation(obj *unstructured.Unstructured, key, value string) {
-	annotations := obj.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[key] = value
-	obj.SetAnnotations(annotations)
-}
-
-// readDir reads the objects of every .yaml (and .yaml.in template) file of dir, in name order.
-func readDir(dir string) ([]*unstructured.Unstructured, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yaml.in") {
-			files = append(files, filepath.Join(dir, e.Name()))
-		}
-	}
-	return manifest.ReadFiles(files...)
 }

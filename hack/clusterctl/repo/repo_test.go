@@ -236,3 +236,11 @@ func TestTheRepositoryIsLaidOutForClusterctl(t *testing.T) {
 		t.Errorf("config = %s", config)
 	}
 }
+
+// What the cert-manager install overlay promises: cert-manager's CA injector fills each caBundle
+// from the Certificate whose Secret the server mounts.
+const (
+	injectCAFrom         = "cert-manager.io/inject-ca-from"
+	apiServerCertificate = Namespace + "/captf-apiserver-cert"
+	webhookCertificate   = Namespace + "/captf-webhook-cert"
+)
