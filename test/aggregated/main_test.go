@@ -96,7 +96,7 @@ func getEnv(t testing.TB) *testenv.Env {
 func startAggregatedServer(ctx context.Context, e *testenv.Env) (stop func(), err error) {
 	artifacts := filepath.Join(e.RepoRoot, "artifacts", "apiserver")
 	// The server's namespace, ServiceAccount and RBAC, and the user roles, exactly as shipped.
-	for _, f := range []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "user-roles.yaml"} {
+	for _, f := range []string{"../controller/namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "user-roles.yaml"} {
 		if out, err := e.Kubectl(ctx, "apply", "-f", filepath.Join(artifacts, f)).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("applying %s: %w\n%s", f, err, out)
 		}

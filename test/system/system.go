@@ -8,8 +8,10 @@ package system
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,9 +24,13 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/captf/captf/hack/manifest"
 	"github.com/captf/captf/test/nodeagent"
 	"github.com/captf/captf/test/testenv"
 )
@@ -58,6 +64,17 @@ type Options struct {
 	ClusterAPI bool
 }
 
+// Overlay is the install the system runs: the API server and the controller keep their own
+// serving certificates.
+const Overlay = "overlays/self-managed"
+
+// The identity that scrapes metrics, as a Prometheus would: bound to captf-metrics-reader.
+const (
+	MetricsScraperNamespace = "monitoring"
+	MetricsScraperSA        = "prometheus"
+	metricsReaderRole       = "captf-metrics-reader"
+)
+
 // System is a running captf.
 type System struct {
 	Env *testenv.Env
@@ -65,11 +82,17 @@ type System struct {
 	BinDir string
 	// LogDir holds controller.log, apiserver.log and nodeagent.log.
 	LogDir string
-	// ControllerMetricsURL is the controller's Prometheus endpoint (plain HTTP on loopback).
+	// ControllerMetricsURL is the controller's Prometheus endpoint: HTTPS on loopback, for
+	// clients authorized to get /metrics (ControllerMetrics reads it as MetricsScraperSA).
 	ControllerMetricsURL string
 	// APIServerURL is the aggregated API server's own address, which serves /metrics to a
-	// client the kube-apiserver's client CA vouches for; APIServerCAFile verifies it.
-	APIServerURL, APIServerCAFile string
+	// client the kube-apiserver's client CA vouches for; APIServerConfig reaches it.
+	APIServerURL string
+	// APIServerCAFile holds the CA of the certificate the API server keeps in its Secret.
+	APIServerCAFile string
+	// APIServerCertValidity is the --serving-cert-validity the API server runs with (zero:
+	// its default).
+	APIServerCertValidity time.Duration
 
 	// webhookPort and webhookCertDir serve the controller's webhooks, set up with its first start.
 	webhookPort    int
@@ -233,14 +256,46 @@ func build(ctx context.Context, repo, dir string) error {
 	return nil
 }
 
-// install applies the shipped namespace, ServiceAccounts and RBAC of the controller and the API
-// server; their Deployments are replaced by local processes.
+// install applies the rendered install (Overlay) but what local processes replace: the
+// Deployments run as processes, the API server's Service and the APIService point at its
+// loopback port (startAPIServer), and the webhook configuration at the controller's
+// (setUpWebhooks). It adds the identity that scrapes metrics.
 func (s *System) install(ctx context.Context) error {
-	var files []string
-	for _, f := range []string{"controller/namespace.yaml", "controller/rbac.yaml", "apiserver/namespace.yaml", "apiserver/serviceaccount.yaml", "apiserver/rbac.yaml", "apiserver/user-roles.yaml"} {
-		files = append(files, filepath.Join(s.Env.RepoRoot, "artifacts", f))
+	objs, err := manifest.Kustomize(filepath.Join(s.Env.RepoRoot, "artifacts", Overlay))
+	if err != nil {
+		return err
 	}
-	return s.Env.ApplyManifests(ctx, files...)
+	var keep []*unstructured.Unstructured
+	for _, obj := range objs {
+		switch {
+		case obj.GetKind() == "CustomResourceDefinition", obj.GetKind() == "Deployment",
+			obj.GetKind() == "APIService", obj.GetKind() == "ValidatingWebhookConfiguration",
+			obj.GetKind() == "Service" && obj.GetName() == APIServerSA:
+			continue
+		}
+		keep = append(keep, obj)
+	}
+	if err := s.Env.ApplyObjects(ctx, keep...); err != nil {
+		return err
+	}
+	c, err := client.New(s.Env.Config, client.Options{})
+	if err != nil {
+		return err
+	}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: MetricsScraperNamespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: MetricsScraperSA, Namespace: MetricsScraperNamespace}},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "monitoring-" + metricsReaderRole},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: metricsReaderRole},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: MetricsScraperSA, Namespace: MetricsScraperNamespace}},
+		},
+	} {
+		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *System) startNodeAgent(ctx context.Context, extra map[string]nodeagent.Image) error {
@@ -289,12 +344,11 @@ func (s *System) ImageDigest(ref string) (string, error) {
 	return s.agent.ImageDigest(ref)
 }
 
+// startAPIServer runs the API server the way the install's Deployment does, keeping its own
+// serving certificate in the Secret APIServerSecret, and waits until the aggregator finds the
+// APIService Available, with the CA the server wrote into it.
 func (s *System) startAPIServer(ctx context.Context) error {
 	kubeconfig, err := s.Env.ServiceAccountKubeconfig(ctx, Namespace, APIServerSA)
-	if err != nil {
-		return err
-	}
-	cert, err := s.Env.NewServingCert(APIServerSA, Namespace)
 	if err != nil {
 		return err
 	}
@@ -302,18 +356,62 @@ func (s *System) startAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.run("apiserver", filepath.Join(s.BinDir, "apiserver"),
-		"--secure-port="+strconv.Itoa(port), "--bind-address=127.0.0.1",
-		"--tls-cert-file="+cert.CertFile, "--tls-private-key-file="+cert.KeyFile,
-		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
-	); err != nil {
+	if err := s.Env.ApplyAPIService(ctx, Namespace, APIServerSA, port, nil); err != nil {
 		return err
 	}
-	if err := testenv.WaitForHTTPSReady(ctx, port, cert.CAFile, 2*time.Minute); err != nil {
+	args := []string{
+		"--secure-port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
+		"--serving-cert-secret=" + APIServerSecret, "--serving-cert-namespace=" + Namespace,
+		"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
+	}
+	if s.APIServerCertValidity != 0 {
+		args = append(args, "--serving-cert-validity="+s.APIServerCertValidity.String())
+	}
+	if err := s.run("apiserver", filepath.Join(s.BinDir, "apiserver"), args...); err != nil {
+		return err
+	}
+	if err := s.Env.WaitForAPIService(ctx, APIServiceName, 2*time.Minute); err != nil {
 		return fmt.Errorf("%w; log: %s", err, tail(filepath.Join(s.LogDir, "apiserver.log")))
 	}
-	s.APIServerURL, s.APIServerCAFile = "https://127.0.0.1:"+strconv.Itoa(port), cert.CAFile
-	return s.Env.RegisterAPIService(ctx, Namespace, APIServerSA, APIServiceName, port, cert.CAPEM)
+	s.APIServerURL = "https://127.0.0.1:" + strconv.Itoa(port)
+	return s.writeAPIServerCA(ctx)
+}
+
+// APIServerSecret is where the API server keeps its serving certificate.
+const APIServerSecret = "captf-apiserver-tls"
+
+// writeAPIServerCA writes the CA bundle of the API server's Secret into APIServerCAFile.
+func (s *System) writeAPIServerCA(ctx context.Context) error {
+	kube, err := kubernetes.NewForConfig(s.Env.Config)
+	if err != nil {
+		return err
+	}
+	secret, err := kube.CoreV1().Secrets(Namespace).Get(ctx, APIServerSecret, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	s.APIServerCAFile = filepath.Join(s.Env.Dir, "apiserver-ca.crt")
+	return os.WriteFile(s.APIServerCAFile, secret.Data[corev1.ServiceAccountRootCAKey], 0o600)
+}
+
+// APIServerConfig is an admin configuration that reaches the API server directly, past the
+// aggregator, verifying its certificate as the aggregator does: for the Service's DNS name,
+// against the CA the server keeps.
+func (s *System) APIServerConfig() *rest.Config {
+	direct := rest.CopyConfig(s.Env.Config)
+	direct.Host, direct.CAData, direct.CAFile = s.APIServerURL, nil, s.APIServerCAFile
+	direct.ServerName = APIServerSA + "." + Namespace + ".svc"
+	return direct
+}
+
+// RestartAPIServer stops the API server and starts it again, with validity as its
+// --serving-cert-validity (zero: the default).
+func (s *System) RestartAPIServer(ctx context.Context, validity time.Duration) error {
+	if err := s.StopProcess("apiserver"); err != nil {
+		return err
+	}
+	s.APIServerCertValidity = validity
+	return s.startAPIServer(ctx)
 }
 
 func (s *System) startController(ctx context.Context) error {
@@ -329,7 +427,7 @@ func (s *System) startController(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.ControllerMetricsURL = "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics"
+	s.ControllerMetricsURL = "https://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics"
 	if s.webhookPort == 0 {
 		if err := s.setUpWebhooks(ctx); err != nil {
 			return err
@@ -344,7 +442,52 @@ func (s *System) startController(ctx context.Context) error {
 	}
 	// The API server calls the webhooks from now on: the controller must be serving them, which
 	// its readiness includes.
-	return waitForReady(ctx, "http://127.0.0.1:"+strconv.Itoa(probePort)+"/readyz", time.Minute)
+	if err := waitForReady(ctx, "http://127.0.0.1:"+strconv.Itoa(probePort)+"/readyz", time.Minute); err != nil {
+		return err
+	}
+	// The metrics server starts beside the probes: wait until it answers at all.
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, _, err := s.GetControllerMetrics(ctx, "")
+		return err == nil, nil
+	})
+}
+
+// ControllerMetrics reads the controller's metrics as MetricsScraperSA, which the install's
+// captf-metrics-reader lets get /metrics.
+func (s *System) ControllerMetrics(ctx context.Context) (string, error) {
+	token, err := s.Env.ServiceAccountToken(ctx, MetricsScraperNamespace, MetricsScraperSA, time.Hour)
+	if err != nil {
+		return "", err
+	}
+	status, body, err := s.GetControllerMetrics(ctx, token)
+	if err != nil {
+		return "", err
+	}
+	if status != http.StatusOK {
+		return "", fmt.Errorf("the controller's metrics: %d: %.200s", status, body)
+	}
+	return body, nil
+}
+
+// GetControllerMetrics gets the controller's metrics with a bearer token (none when empty) and
+// returns the status code and body. The metrics' certificate is self-signed, so it is not
+// verified: what is tested is who may read.
+func (s *System) GetControllerMetrics(ctx context.Context, token string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.ControllerMetricsURL, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	httpClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the metrics' certificate is self-signed
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
 }
 
 // waitForReady polls a plain-HTTP readiness endpoint until it answers 200.

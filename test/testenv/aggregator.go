@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -20,11 +21,14 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/captf/captf/hack/manifest"
 )
 
 // ServingCert is a CA and a serving certificate signed by it, for an aggregated API server on
@@ -69,21 +73,14 @@ func (e *Env) NewServingCert(service, namespace string) (ServingCert, error) {
 // namespace/name with a token from the TokenRequest API, so that a process runs under exactly
 // the RBAC the ServiceAccount is bound to. The ServiceAccount must exist.
 func (e *Env) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (string, error) {
-	client, err := kubernetes.NewForConfig(e.Config)
+	token, err := e.ServiceAccountToken(ctx, namespace, name, 24*time.Hour)
 	if err != nil {
 		return "", err
-	}
-	expiry := int64(24 * time.Hour / time.Second)
-	token, err := client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return "", fmt.Errorf("requesting a token for %s/%s: %w", namespace, name, err)
 	}
 	user := "system:serviceaccount:" + namespace + ":" + name
 	config := clientcmdapi.NewConfig()
 	config.Clusters["test"] = &clientcmdapi.Cluster{Server: e.Config.Host, CertificateAuthorityData: e.Config.CAData}
-	config.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
+	config.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
 	config.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: user}
 	config.CurrentContext = "test"
 	path := filepath.Join(e.Dir, "kubeconfig-sa-"+namespace+"-"+name)
@@ -91,6 +88,23 @@ func (e *Env) ServiceAccountKubeconfig(ctx context.Context, namespace, name stri
 		return "", err
 	}
 	return path, nil
+}
+
+// ServiceAccountToken returns a token of the ServiceAccount namespace/name from the
+// TokenRequest API, valid for expiry. The ServiceAccount must exist.
+func (e *Env) ServiceAccountToken(ctx context.Context, namespace, name string, expiry time.Duration) (string, error) {
+	client, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		return "", err
+	}
+	seconds := int64(expiry / time.Second)
+	token, err := client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("requesting a token for %s/%s: %w", namespace, name, err)
+	}
+	return token.Status.Token, nil
 }
 
 // WaitForHTTPSReady polls https://127.0.0.1:<port>/readyz, trusting only caFile, until it
@@ -195,11 +209,20 @@ func (e *Env) StartClusterRoleAggregation(ctx context.Context) (stop func(), err
 }
 
 // RegisterAPIService registers an aggregated server listening on a loopback port with the
-// aggregator, the way artifacts/apiserver/apiservice.yaml.in describes: an ExternalName Service
-// named service in namespace that resolves to localhost (the aggregator dials
-// https://<externalName>:<port>), and the APIService with caPEM as its caBundle. It waits until
-// the APIService is Available.
+// aggregator (ApplyAPIService) and waits until the APIService is Available.
 func (e *Env) RegisterAPIService(ctx context.Context, namespace, service, apiService string, port int, caPEM []byte) error {
+	if err := e.ApplyAPIService(ctx, namespace, service, port, caPEM); err != nil {
+		return err
+	}
+	return e.WaitForAPIService(ctx, apiService, 2*time.Minute)
+}
+
+// ApplyAPIService applies the shipped APIService (artifacts/apiserver/apiservice.yaml) for a
+// server listening on a loopback port: an ExternalName Service named service in namespace that
+// resolves to localhost (the aggregator dials https://<externalName>:<port>), and the
+// APIService pointed at it, with caPEM as its caBundle unless caPEM is nil (a server that keeps
+// its own certificate writes it).
+func (e *Env) ApplyAPIService(ctx context.Context, namespace, service string, port int, caPEM []byte) error {
 	svc := fmt.Sprintf(`apiVersion: v1
 kind: Service
 metadata:
@@ -212,20 +235,43 @@ spec:
   - name: https
     port: %d
 `, service, namespace, port)
-	template, err := os.ReadFile(filepath.Join(e.RepoRoot, "artifacts", "apiserver", "apiservice.yaml.in"))
+	registration, err := os.ReadFile(filepath.Join(e.RepoRoot, "artifacts", "apiserver", "apiservice.yaml"))
 	if err != nil {
 		return err
 	}
-	registration := strings.ReplaceAll(string(template), "${CAPTF_APISERVER_CA_BUNDLE}", base64.StdEncoding.EncodeToString(caPEM))
-	registration = strings.Replace(registration, "port: 443", "port: "+strconv.Itoa(port), 1)
-	for _, manifest := range []string{svc, registration} {
+	objs, err := manifest.Decode(registration)
+	if err != nil {
+		return fmt.Errorf("artifacts/apiserver/apiservice.yaml: %w", err)
+	}
+	if len(objs) != 1 {
+		return fmt.Errorf("artifacts/apiserver/apiservice.yaml: %d objects, want one APIService", len(objs))
+	}
+	apiService := objs[0]
+	if err := unstructured.SetNestedField(apiService.Object, int64(port), "spec", "service", "port"); err != nil {
+		return err
+	}
+	if caPEM != nil {
+		if err := unstructured.SetNestedField(apiService.Object, base64.StdEncoding.EncodeToString(caPEM), "spec", "caBundle"); err != nil {
+			return err
+		}
+	}
+	encoded, err := json.Marshal(apiService.Object)
+	if err != nil {
+		return err
+	}
+	for _, manifest := range []string{svc, string(encoded)} {
 		cmd := e.Kubectl(ctx, "apply", "-f", "-")
 		cmd.Stdin = strings.NewReader(manifest)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("kubectl apply: %w\n%s\n%s", err, out, manifest)
 		}
 	}
-	if out, err := e.Kubectl(ctx, "wait", "--for=condition=Available", "apiservice/"+apiService, "--timeout=120s").CombinedOutput(); err != nil {
+	return nil
+}
+
+// WaitForAPIService waits until the APIService is Available.
+func (e *Env) WaitForAPIService(ctx context.Context, apiService string, timeout time.Duration) error {
+	if out, err := e.Kubectl(ctx, "wait", "--for=condition=Available", "apiservice/"+apiService, "--timeout="+timeout.String()).CombinedOutput(); err != nil {
 		status, _ := e.Kubectl(ctx, "get", "apiservice", apiService, "-o", "yaml").CombinedOutput()
 		return fmt.Errorf("the APIService did not become Available: %w\n%s\n%s", err, out, status)
 	}

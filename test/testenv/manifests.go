@@ -23,6 +23,12 @@ func (e *Env) ApplyManifests(ctx context.Context, paths ...string) error {
 	if err != nil {
 		return err
 	}
+	return e.ApplyObjects(ctx, objs...)
+}
+
+// ApplyObjects creates the objects, replacing any that exist, as `kubectl apply` would for a
+// fresh install.
+func (e *Env) ApplyObjects(ctx context.Context, objs ...*unstructured.Unstructured) error {
 	c, err := client.New(e.Config, client.Options{})
 	if err != nil {
 		return err

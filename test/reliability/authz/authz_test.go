@@ -85,7 +85,7 @@ func TestLeastPrivilege(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now()
 	if err := env.ApplyManifests(ctx,
-		filepath.Join(env.RepoRoot, "artifacts/apiserver/namespace.yaml"),
+		filepath.Join(env.RepoRoot, "artifacts/controller/namespace.yaml"),
 		filepath.Join(env.RepoRoot, "artifacts/apiserver/serviceaccount.yaml"),
 		filepath.Join(env.RepoRoot, "artifacts/apiserver/rbac.yaml"),
 		filepath.Join(env.RepoRoot, "artifacts/apiserver/user-roles.yaml"),

@@ -275,26 +275,23 @@ func TestSecretsNeverLeak(t *testing.T) {
 	// Both servers' metrics: the controller's endpoint, and the aggregated server's own /metrics
 	// (not proxied by the aggregator; the admin's client certificate passes its delegated
 	// authentication).
-	resp, err := http.Get(sys.ControllerMetricsURL)
+	metrics, err := sys.ControllerMetrics(ctx)
 	if err != nil {
 		t.Fatalf("reading the controller's metrics: %v", err)
 	}
-	data, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	haystacks["controller metrics"] = string(data)
-	if !strings.Contains(string(data), "captf_jobs_total{") {
+	haystacks["controller metrics"] = metrics
+	if !strings.Contains(metrics, "captf_jobs_total{") {
 		t.Errorf("the controller's metrics have no captf_jobs_total series")
 	}
-	direct := rest.CopyConfig(sys.Env.Config)
-	direct.Host, direct.CAData, direct.CAFile = sys.APIServerURL, nil, sys.APIServerCAFile
-	httpClient, err := rest.HTTPClientFor(direct)
+	httpClient, err := rest.HTTPClientFor(sys.APIServerConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp, err = httpClient.Get(sys.APIServerURL + "/metrics"); err != nil {
+	resp, err := httpClient.Get(sys.APIServerURL + "/metrics")
+	if err != nil {
 		t.Fatalf("reading the aggregated API server's metrics: %v", err)
 	}
-	data, _ = io.ReadAll(resp.Body)
+	data, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), "apiserver_request_total") {
 		t.Fatalf("the aggregated API server's metrics: %s: %.200s", resp.Status, data)

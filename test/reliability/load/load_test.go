@@ -87,9 +87,7 @@ func memKB(pid int, field string) int {
 // saveProfiles writes the aggregated API server's heap profile and Go memory statistics into
 // dir, for finding where its memory goes (CAPTF_LOAD_PROFILE=dir).
 func saveProfiles(t *testing.T, sys *system.System, dir string) {
-	direct := rest.CopyConfig(sys.Env.Config)
-	direct.Host, direct.CAData, direct.CAFile = sys.APIServerURL, nil, sys.APIServerCAFile
-	httpClient, err := rest.HTTPClientFor(direct)
+	httpClient, err := rest.HTTPClientFor(sys.APIServerConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
