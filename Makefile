@@ -135,7 +135,7 @@ IMAGES_OUT ?= dist/images
 VERSION    ?= dev
 
 .PHONY: images
-images: ## Build the manager and API server images (static binaries, non-root, reproducible) into the OCI layout IMAGES_OUT, tagged VERSION.
+images: ## Build the manager, API server and sample module images (static binaries, non-root, reproducible) into the OCI layout IMAGES_OUT, tagged VERSION.
 	$(GO) run ./hack/images -out $(IMAGES_OUT) -version $(VERSION)
 
 CLUSTERCTL_REPO ?= dist/clusterctl
