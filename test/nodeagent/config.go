@@ -34,6 +34,8 @@ const (
 	// DefaultMaxRestartBackoff caps the delay before restarting a container of a pod whose
 	// restartPolicy is OnFailure or Always.
 	DefaultMaxRestartBackoff = 30 * time.Second
+	// DefaultMaxImagePullBackoff caps the delay before pulling an image again after a failed pull.
+	DefaultMaxImagePullBackoff = 30 * time.Second
 )
 
 // nodeIP is the address of the Node and of every pod: the processes share the host's network.
@@ -65,13 +67,16 @@ type Config struct {
 	// Defaults to DefaultPodSelector. Pods bound to the Node by other means run regardless.
 	PodSelector string
 
-	// WorkDir holds the agent's per-pod directories (WorkDir/pods/<uid>). Required.
+	// WorkDir holds the agent's per-pod directories (WorkDir/pods/<uid>) and the images it
+	// pulled (WorkDir/images/sha256-<hex>/rootfs). Required.
 	WorkDir string
 
 	// Images maps image references (a name with an optional tag, no digest), exactly as pods
 	// name them, to local files. Each mapping gets a digest, and a pod may also name it as
-	// <repository>@sha256:<hex>; Agent.PushImage changes a reference while the agent runs. A
-	// container whose image is unknown waits with ErrImagePull, and its pod stays Pending.
+	// <repository>@sha256:<hex>; Agent.PushImage changes a reference while the agent runs.
+	// Every other reference, the real path, is pulled from its registry (plain HTTP for one on
+	// a loopback address) and unpacked under WorkDir/images. A container whose image cannot be
+	// had waits with ErrImagePull and ImagePullBackOff and is tried again.
 	Images map[string]Image
 
 	// APIServerURL is the API server URL written into the kubeconfig a pod gets in place of
@@ -109,6 +114,9 @@ type Config struct {
 	// MaxRestartBackoff caps the delay before a container restart. Defaults to
 	// DefaultMaxRestartBackoff.
 	MaxRestartBackoff time.Duration
+	// MaxImagePullBackoff caps the delay before pulling again after a failed pull; the delay
+	// starts at RetryInterval and doubles. Defaults to DefaultMaxImagePullBackoff.
+	MaxImagePullBackoff time.Duration
 
 	// Log receives the agent's log. Defaults to a logger that discards.
 	Log logr.Logger
@@ -172,6 +180,9 @@ func (cfg *Config) setDefaults() {
 	}
 	if cfg.MaxRestartBackoff <= 0 {
 		cfg.MaxRestartBackoff = DefaultMaxRestartBackoff
+	}
+	if cfg.MaxImagePullBackoff <= 0 {
+		cfg.MaxImagePullBackoff = DefaultMaxImagePullBackoff
 	}
 	if cfg.Log.GetSink() == nil {
 		cfg.Log = logr.Discard()
