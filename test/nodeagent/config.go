@@ -3,9 +3,11 @@ package nodeagent
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -54,7 +56,8 @@ type Image struct {
 
 // Config configures the node agent.
 type Config struct {
-	// RESTConfig is how the agent talks to the API server. It needs to create and update Nodes
+	// RESTConfig is how the agent talks to the API server, which must be on a loopback address
+	// (localhost, 127.0.0.0/8, ::1): New refuses any other. It needs to create and update Nodes
 	// and node Leases, watch pods, bind them (pods/binding), write pods/status, delete pods,
 	// read Secrets and ConfigMaps, request ServiceAccount tokens (serviceaccounts/token) and
 	// create Events.
@@ -128,6 +131,8 @@ func (cfg Config) complete() (Config, error) {
 	var errs []error
 	if cfg.RESTConfig == nil {
 		errs = append(errs, errors.New("RESTConfig is required"))
+	} else if err := requireLoopback(cfg.RESTConfig.Host); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := labels.Parse(cfg.PodSelector); err != nil {
 		errs = append(errs, fmt.Errorf("PodSelector: %w", err))
@@ -145,6 +150,21 @@ func (cfg Config) complete() (Config, error) {
 		errs = append(errs, fmt.Errorf("TokenExpiration %s is below the API server's minimum of 10m", cfg.TokenExpiration))
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// requireLoopback refuses an API server that is not on a loopback address: the agent runs
+// every pod bound to its Node as a local process without isolation, so it must never join a
+// real cluster, only a local control plane.
+func requireLoopback(host string) error {
+	raw := host
+	if !strings.Contains(raw, "://") {
+		raw = "https://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err == nil && u.Hostname() != "" && isLoopbackHost(u.Hostname()) {
+		return nil
+	}
+	return fmt.Errorf("RESTConfig.Host %q is not on a loopback address (localhost, 127.0.0.0/8, ::1): the node agent runs pods as local processes without isolation and serves local control planes only", host)
 }
 
 // setDefaults fills in the unset fields that have a fixed default.
