@@ -133,10 +133,12 @@ bench: tools ## Run the benchmarks and print their table.
 
 IMAGES_OUT ?= dist/images
 VERSION    ?= dev
+# host:port[/prefix] to push the images to as well, e.g. REGISTRY=127.0.0.1:5000 (plain HTTP on loopback).
+REGISTRY   ?=
 
 .PHONY: images
-images: ## Build the manager and API server images (static binaries, non-root, reproducible) into the OCI layout IMAGES_OUT, tagged VERSION.
-	$(GO) run ./hack/images -out $(IMAGES_OUT) -version $(VERSION)
+images: ## Build the manager, API server and sample module images (static binaries, non-root, reproducible) into the OCI layout IMAGES_OUT, tagged VERSION; with REGISTRY=host:port[/prefix], push them there too.
+	$(GO) run ./hack/images -out $(IMAGES_OUT) -version $(VERSION) $(if $(REGISTRY),-registry $(REGISTRY))
 
 CLUSTERCTL_REPO ?= dist/clusterctl
 

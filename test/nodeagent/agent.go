@@ -61,6 +61,7 @@ func New(cfg Config) (*Agent, error) {
 		client:   client,
 		log:      cfg.Log.WithValues("node", cfg.NodeName),
 		images:   newRegistry(),
+		pulled:   newImageStore(filepath.Join(cfg.WorkDir, "images")),
 		workers:  map[types.UID]*podWorker{},
 		finished: map[types.UID]*finishedPod{},
 	}
@@ -76,8 +77,11 @@ type Agent struct {
 	client   kubernetes.Interface
 	log      logr.Logger
 	recorder record.EventRecorder
-	// images is what image references stand for; PushImage changes it while pods run.
+	// images is what the image references of Config.Images stand for; PushImage changes it
+	// while pods run.
 	images *registry
+	// pulled holds the images pulled from registries, for every other reference.
+	pulled *imageStore
 	// started makes a second Run fail: the queues and informers serve one run.
 	started atomic.Bool
 
@@ -126,6 +130,7 @@ func (a *Agent) run(ctx context.Context) error {
 	if err := os.MkdirAll(a.podsDir(), 0o755); err != nil {
 		return fmt.Errorf("nodeagent: %w", err)
 	}
+	a.pulled.removeUnfinished()
 	port, err := a.serveLogs(ctx)
 	if err != nil {
 		return fmt.Errorf("nodeagent: serving logs: %w", err)

@@ -351,9 +351,9 @@ func TestShutdownKillsEveryProcess(t *testing.T) {
 	}
 }
 
-// A container whose image the agent does not know waits with ErrImagePull and then
-// ImagePullBackOff, and its pod stays Pending, as on a node that cannot pull. Deleting it
-// removes it.
+// A container whose image cannot be pulled (its registry's name does not resolve) waits with
+// ErrImagePull and then ImagePullBackOff, and its pod stays Pending, as on a node that cannot
+// pull. Deleting it removes it.
 func TestUnknownImage(t *testing.T) {
 	f := newFixture(t, nil)
 	c := container("main")
@@ -384,7 +384,7 @@ func TestHostProgramDoesNotRun(t *testing.T) {
 
 	pod := f.waitPhase("host", corev1.PodFailed, 30*time.Second)
 	term := containerStatus(t, pod, "main").State.Terminated
-	if term == nil || term.Reason != "StartError" || term.ExitCode != 128 || !strings.Contains(term.Message, "neither in the image map") {
+	if term == nil || term.Reason != "StartError" || term.ExitCode != 128 || !strings.Contains(term.Message, "neither in the image") {
 		t.Errorf("container: %s", describe(pod))
 	}
 }

@@ -3,9 +3,11 @@ package nodeagent
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -34,6 +36,8 @@ const (
 	// DefaultMaxRestartBackoff caps the delay before restarting a container of a pod whose
 	// restartPolicy is OnFailure or Always.
 	DefaultMaxRestartBackoff = 30 * time.Second
+	// DefaultMaxImagePullBackoff caps the delay before pulling an image again after a failed pull.
+	DefaultMaxImagePullBackoff = 30 * time.Second
 )
 
 // nodeIP is the address of the Node and of every pod: the processes share the host's network.
@@ -52,7 +56,8 @@ type Image struct {
 
 // Config configures the node agent.
 type Config struct {
-	// RESTConfig is how the agent talks to the API server. It needs to create and update Nodes
+	// RESTConfig is how the agent talks to the API server, which must be on a loopback address
+	// (localhost, 127.0.0.0/8, ::1): New refuses any other. It needs to create and update Nodes
 	// and node Leases, watch pods, bind them (pods/binding), write pods/status, delete pods,
 	// read Secrets and ConfigMaps, request ServiceAccount tokens (serviceaccounts/token) and
 	// create Events.
@@ -65,13 +70,16 @@ type Config struct {
 	// Defaults to DefaultPodSelector. Pods bound to the Node by other means run regardless.
 	PodSelector string
 
-	// WorkDir holds the agent's per-pod directories (WorkDir/pods/<uid>). Required.
+	// WorkDir holds the agent's per-pod directories (WorkDir/pods/<uid>) and the images it
+	// pulled (WorkDir/images/sha256-<hex>/rootfs). Required.
 	WorkDir string
 
 	// Images maps image references (a name with an optional tag, no digest), exactly as pods
 	// name them, to local files. Each mapping gets a digest, and a pod may also name it as
-	// <repository>@sha256:<hex>; Agent.PushImage changes a reference while the agent runs. A
-	// container whose image is unknown waits with ErrImagePull, and its pod stays Pending.
+	// <repository>@sha256:<hex>; Agent.PushImage changes a reference while the agent runs.
+	// Every other reference, the real path, is pulled from its registry (plain HTTP for one on
+	// a loopback address) and unpacked under WorkDir/images. A container whose image cannot be
+	// had waits with ErrImagePull and ImagePullBackOff and is tried again.
 	Images map[string]Image
 
 	// APIServerURL is the API server URL written into the kubeconfig a pod gets in place of
@@ -109,6 +117,9 @@ type Config struct {
 	// MaxRestartBackoff caps the delay before a container restart. Defaults to
 	// DefaultMaxRestartBackoff.
 	MaxRestartBackoff time.Duration
+	// MaxImagePullBackoff caps the delay before pulling again after a failed pull; the delay
+	// starts at RetryInterval and doubles. Defaults to DefaultMaxImagePullBackoff.
+	MaxImagePullBackoff time.Duration
 
 	// Log receives the agent's log. Defaults to a logger that discards.
 	Log logr.Logger
@@ -120,6 +131,8 @@ func (cfg Config) complete() (Config, error) {
 	var errs []error
 	if cfg.RESTConfig == nil {
 		errs = append(errs, errors.New("RESTConfig is required"))
+	} else if err := requireLoopback(cfg.RESTConfig.Host); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := labels.Parse(cfg.PodSelector); err != nil {
 		errs = append(errs, fmt.Errorf("PodSelector: %w", err))
@@ -137,6 +150,21 @@ func (cfg Config) complete() (Config, error) {
 		errs = append(errs, fmt.Errorf("TokenExpiration %s is below the API server's minimum of 10m", cfg.TokenExpiration))
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// requireLoopback refuses an API server that is not on a loopback address: the agent runs
+// every pod bound to its Node as a local process without isolation, so it must never join a
+// real cluster, only a local control plane.
+func requireLoopback(host string) error {
+	raw := host
+	if !strings.Contains(raw, "://") {
+		raw = "https://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err == nil && u.Hostname() != "" && isLoopbackHost(u.Hostname()) {
+		return nil
+	}
+	return fmt.Errorf("RESTConfig.Host %q is not on a loopback address (localhost, 127.0.0.0/8, ::1): the node agent runs pods as local processes without isolation and serves local control planes only", host)
 }
 
 // setDefaults fills in the unset fields that have a fixed default.
@@ -172,6 +200,9 @@ func (cfg *Config) setDefaults() {
 	}
 	if cfg.MaxRestartBackoff <= 0 {
 		cfg.MaxRestartBackoff = DefaultMaxRestartBackoff
+	}
+	if cfg.MaxImagePullBackoff <= 0 {
+		cfg.MaxImagePullBackoff = DefaultMaxImagePullBackoff
 	}
 	if cfg.Log.GetSink() == nil {
 		cfg.Log = logr.Discard()

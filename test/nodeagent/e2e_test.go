@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -17,6 +18,7 @@ import (
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/inputs"
 	"github.com/captf/captf/controller/jobspec"
+	"github.com/captf/captf/hack/images/image"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/nodeagent"
 	"github.com/captf/captf/test/testenv"
@@ -28,7 +30,9 @@ import (
 // with the per-run Secret rendered as the controller renders it (module source /captf/module).
 // The kubernetes backend, configured in-cluster, reaches the API server with the
 // ServiceAccount's token, so only the Role below lets it keep state. The Job completes, the
-// state Secret appears, and the runner's result is the pod's termination message.
+// state Secret appears, and the runner's result is the pod's termination message. The images
+// are mapped to local files, or built with hack/images/image and pulled from a loopback
+// registry.
 func TestRunnerEndToEnd(t *testing.T) {
 	testenv.RequireBinaries(t, testenv.TofuBinary)
 	env := testenv.Get(t)
@@ -38,16 +42,55 @@ func TestRunnerEndToEnd(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the runner: %v: %s", err, out)
 	}
-	const (
-		runnerImage = "captf/runner:dev"
-		moduleImage = "captf-modules/basic:v1"
-	)
+	moduleDir := filepath.Join(env.RepoRoot, "runner", "testdata", "modules", "basic")
+	tofu := filepath.Join(env.BinDir, testenv.TofuBinary)
+	for _, rule := range []struct {
+		name string
+		// images returns the runner and module image references and adjusts the agent.
+		images func(t *testing.T) (runnerImage, moduleImage string, mut func(*nodeagent.Config))
+	}{
+		{"images mapped to local files", func(*testing.T) (string, string, func(*nodeagent.Config)) {
+			const runnerImage, moduleImage = "captf/runner:dev", "captf-modules/basic:v1"
+			return runnerImage, moduleImage, func(cfg *nodeagent.Config) {
+				cfg.Images[runnerImage] = nodeagent.Image{Paths: map[string]string{jobspec.ImageRunnerBin: runnerBin}}
+				cfg.Images[moduleImage] = nodeagent.Image{Paths: map[string]string{jobspec.ModuleDir: moduleDir, jobspec.RuntimePath: tofu}}
+			}
+		}},
+		{"images pulled from a registry", func(t *testing.T) (string, string, func(*nodeagent.Config)) {
+			host := registryHost(t)
+			base, err := image.BaseLayer()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The binaries run on this machine, so the dynamically linked ones of the test do.
+			runner, err := image.Build(base, image.Spec{Files: map[string]string{jobspec.ImageRunnerBin: runnerBin}, Entrypoint: []string{jobspec.ImageRunnerBin}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			module, err := image.Build(base, image.Spec{Dirs: map[string]string{jobspec.ModuleDir: moduleDir}, Files: map[string]string{jobspec.RuntimePath: tofu}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runnerImage, moduleImage := host+"/captf-manager:dev", host+"/captf-modules-basic:v1"
+			if err := image.Push(context.Background(), map[string]v1.Image{runnerImage: runner, moduleImage: module}); err != nil {
+				t.Fatal(err)
+			}
+			return runnerImage, moduleImage, nil
+		}},
+	} {
+		t.Run(rule.name, func(t *testing.T) {
+			runnerImage, moduleImage, mut := rule.images(t)
+			runJobEndToEnd(t, runnerImage, moduleImage, mut)
+		})
+	}
+}
+
+// runJobEndToEnd runs the controller's apply Job of the two images on a new agent.
+func runJobEndToEnd(t *testing.T, runnerImage, moduleImage string, mut func(*nodeagent.Config)) {
 	f := newFixture(t, func(cfg *nodeagent.Config) {
-		cfg.Images[runnerImage] = nodeagent.Image{Paths: map[string]string{jobspec.ImageRunnerBin: runnerBin}}
-		cfg.Images[moduleImage] = nodeagent.Image{Paths: map[string]string{
-			jobspec.ModuleDir:   filepath.Join(env.RepoRoot, "runner", "testdata", "modules", "basic"),
-			jobspec.RuntimePath: filepath.Join(env.BinDir, testenv.TofuBinary),
-		}}
+		if mut != nil {
+			mut(cfg)
+		}
 		cfg.RewriteVolumeFiles = true
 	})
 	ctx := context.Background()

@@ -142,7 +142,7 @@ func (c *objectCache) configMap(ctx context.Context, name string) (*corev1.Confi
 
 // containerEnv resolves a container's environment from its envFrom and env, the way the
 // kubelet does, without the service link variables: the agent's own environment is never
-// inherited. PATH and HOSTNAME are added when absent, as a container runtime adds them.
+// inherited. processEnv adds the image's env and the defaults.
 func (w *podWorker) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, cache *objectCache) (*envList, error) {
 	env := &envList{}
 	for _, from := range c.EnvFrom {
@@ -190,13 +190,29 @@ func (w *podWorker) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1
 			env.set(e.Name, value)
 		}
 	}
+	return env, nil
+}
+
+// processEnv is a process's environment: the image's env (NAME=value entries), then the
+// container's, which replaces a variable of the same name in place, as a container runtime
+// merges them. PATH (Config.Path) and HOSTNAME (the pod's name) are added when neither sets
+// them.
+func (w *podWorker) processEnv(pod *corev1.Pod, image []string, container *envList) *envList {
+	env := &envList{}
+	for _, kv := range image {
+		name, value, _ := strings.Cut(kv, "=")
+		env.set(name, value)
+	}
+	for _, v := range container.vars {
+		env.set(v.name, v.value)
+	}
 	if _, ok := env.get("PATH"); !ok {
 		env.set("PATH", w.a.cfg.Path)
 	}
 	if _, ok := env.get("HOSTNAME"); !ok {
 		env.set("HOSTNAME", pod.Name)
 	}
-	return env, nil
+	return env
 }
 
 // envValueFrom resolves one valueFrom; ok is false for an optional reference that is missing.

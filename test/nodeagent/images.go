@@ -26,11 +26,19 @@ type registry struct {
 	manifests map[string]map[string]Image
 }
 
-// resolvedImage is an image reference resolved to one mapping.
+// resolvedImage is an image reference resolved to what a container runs: a mapping, or a
+// registry image whose unpacked file system is mapped at "/".
 type resolvedImage struct {
+	// Image holds the paths and the entrypoint (Command).
 	Image
 	// id is the image's ID in container statuses: <repository>@sha256:<hex>.
 	id string
+	// cmd, env and workingDir are a registry image's Cmd, Env and WorkingDir.
+	cmd        []string
+	env        []string
+	workingDir string
+	// rootfs is set for a registry image: "/" maps to its file system.
+	rootfs bool
 }
 
 func newRegistry() *registry {
@@ -73,6 +81,19 @@ func (r *registry) resolve(ref string) (resolvedImage, error) {
 		return resolvedImage{}, fmt.Errorf("repository %q has no image with digest %s in the node agent", repo, digest)
 	}
 	return resolvedImage{Image: img, id: repo + "@" + digest}, nil
+}
+
+// knows reports whether ref is the agent's to resolve: a tag it was given, or a digest
+// reference to a repository it was given. Any other reference is pulled from its registry.
+func (r *registry) knows(ref string) bool {
+	repo, _, digest := splitReference(ref)
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if digest != "" {
+		return r.manifests[repo] != nil
+	}
+	_, ok := r.tags[ref]
+	return ok
 }
 
 // digestOf returns the digest ref points to now.

@@ -149,11 +149,12 @@ func TestRePushedTagRunsNewMappingOldDigestRunsOld(t *testing.T) {
 
 // A digest the agent has never known under the repository cannot be pulled: the container waits
 // with ErrImagePull and then ImagePullBackOff, and the pod stays Pending, as with an unknown tag.
-// A digest known under another repository does not count.
+// A digest known only under another repository does not count: that repository is a registry
+// image, here one whose registry does not resolve.
 func TestUnknownDigestIsPullFailure(t *testing.T) {
 	f := newFixture(t, nil)
 	unknown := helperRepository + "@sha256:" + strings.Repeat("0", 64)
-	otherRepo := "other/helper@" + f.digest(helperImage)
+	otherRepo := "registry.invalid/other/helper@" + f.digest(helperImage)
 	a := container("unknown")
 	a.Image = unknown
 	b := container("other-repo")

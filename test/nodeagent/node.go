@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientretry "k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
 
@@ -18,6 +20,10 @@ import (
 const (
 	// NodeLabel marks Nodes registered by the node agent.
 	NodeLabel = "nodeagent.captf.io/local"
+	// NodeTaintKey is the key of the NoSchedule taint (value "true") on the agent's Node, so
+	// that a scheduler never places a pod there: the agent binds the pods it runs itself, and
+	// a pod that lands on its Node runs on the host without isolation.
+	NodeTaintKey = "captf.io/local-node"
 	// leaseNamespace holds the node heartbeat Leases.
 	leaseNamespace = corev1.NamespaceNodeLease
 	// leaseDurationSeconds is how long a heartbeat counts, as the kubelet's default.
@@ -82,18 +88,50 @@ func (a *Agent) registerNode(ctx context.Context) error {
 				NodeLabel:              "true",
 			},
 		},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{nodeTaint}},
 		// Nodes may carry their status on create.
 		Status: a.nodeStatus(true),
 	}
 	_, err := a.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		err = a.updateNodeStatus(ctx, true)
+		err = a.adoptNode(ctx)
 	}
 	if err != nil {
 		return err
 	}
 	a.renewLease(ctx)
 	return nil
+}
+
+// nodeTaint keeps schedulers away from the agent's Node.
+var nodeTaint = corev1.Taint{Key: NodeTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// adoptNode takes over a Node of the agent's name left by an earlier run (or made by someone
+// else): it gets the agent's label and taint, then its status.
+func (a *Agent) adoptNode(ctx context.Context) error {
+	err := clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {
+		node, err := a.client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		tainted := slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&nodeTaint) && t.Value == nodeTaint.Value })
+		if tainted && node.Labels[NodeLabel] == "true" {
+			return nil
+		}
+		if !tainted {
+			node.Spec.Taints = append(slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&nodeTaint) }), nodeTaint)
+		}
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
+		node.Labels[NodeLabel] = "true"
+		_, err = a.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return a.updateNodeStatus(ctx, true)
 }
 
 // updateNodeStatus writes the Node's status; a Node deleted meanwhile is created again.

@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,8 +84,12 @@ type podWorker struct {
 	kubeconfig   bool
 	tokenRenewal time.Time
 
-	// images holds what the pod's image references resolved to, by reference; guarded by mu.
+	// images holds what the pod's image references resolved to in the agent's image map, by
+	// reference; guarded by mu.
 	images map[string]resolvedImage
+	// volumeImages holds the registry images the volume files were rewritten for, by reference,
+	// nil for one that could not be had; guarded by mu.
+	volumeImages map[string]*resolvedImage
 }
 
 // podState is what the worker reports in the pod's status.
@@ -354,7 +359,7 @@ func (w *podWorker) setup(ctx context.Context, pod *corev1.Pod) error {
 	if w.a.cfg.RewriteVolumeFiles {
 		byVolume := map[string][]pathMap{}
 		for _, c := range allContainers(pod) {
-			m := w.pathMapFor(pod, c)
+			m := w.pathMapFor(pod, c, w.volumeImage(ctx, pod, c))
 			for _, vm := range c.VolumeMounts {
 				byVolume[vm.Name] = append(byVolume[vm.Name], m)
 			}
@@ -412,8 +417,10 @@ func allContainers(pod *corev1.Pod) []*corev1.Container {
 }
 
 // pathMapFor maps the paths a container sees: its termination message file, its volume mounts
-// and its image's paths, in that priority, as a mount hides what the image has at its path.
-func (w *podWorker) pathMapFor(pod *corev1.Pod, c *corev1.Container) pathMap {
+// and its image's paths (img, when known), in that priority, as a mount hides what the image
+// has at its path. A registry image's /dev, /proc and /sys are the host's, as a runtime mounts
+// them.
+func (w *podWorker) pathMapFor(pod *corev1.Pod, c *corev1.Container, img *resolvedImage) pathMap {
 	var b pathMapBuilder
 	if c.TerminationMessagePath != "" {
 		b.add(c.TerminationMessagePath, w.terminationPath(c.Name))
@@ -421,12 +428,61 @@ func (w *podWorker) pathMapFor(pod *corev1.Pod, c *corev1.Container) pathMap {
 	for _, m := range c.VolumeMounts {
 		b.add(m.MountPath, w.mountLocal(pod, m))
 	}
-	if img, err := w.image(c.Image); err == nil {
+	if img != nil {
+		if img.rootfs {
+			for _, p := range hostPaths {
+				b.add(p, p)
+			}
+		}
 		for _, in := range sortedKeys(img.Paths) {
 			b.add(in, img.Paths[in])
 		}
 	}
 	return b.build()
+}
+
+// volumeImage is a container's image as the rewriting of volume files sees it, or nil when it
+// cannot be had yet (its container reports why when it starts). A registry image is pulled here,
+// under the container's pull policy and once per reference for the pod, since its file system
+// must be on disk before a file can name it.
+func (w *podWorker) volumeImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container) *resolvedImage {
+	if w.a.images.knows(c.Image) {
+		img, err := w.image(c.Image)
+		if err != nil {
+			return nil
+		}
+		return &img
+	}
+	w.mu.Lock()
+	img, tried := w.volumeImages[c.Image]
+	w.mu.Unlock()
+	if tried {
+		return img
+	}
+	if pulled, err := w.pull(ctx, pod, c); err == nil {
+		img = &pulled
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.volumeImages == nil {
+		w.volumeImages = map[string]*resolvedImage{}
+	}
+	w.volumeImages[c.Image] = img
+	return img
+}
+
+// containerImage gets the image a container starts with: from the agent's image map when it
+// knows the reference (resolved once for the pod), else from the reference's registry under
+// the container's pull policy.
+func (w *podWorker) containerImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container) (resolvedImage, error) {
+	if !w.a.images.knows(c.Image) {
+		return w.pull(ctx, pod, c)
+	}
+	img, err := w.image(c.Image)
+	if err == nil {
+		w.event(pod, c.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", c.Image))
+	}
+	return img, err
 }
 
 // image resolves an image reference of the pod once and keeps the result for the pod's life,
@@ -489,17 +545,22 @@ func (w *podWorker) restartPolicy() corev1.RestartPolicy {
 // whether the container completed successfully.
 func (w *podWorker) runContainer(ctx context.Context, c *containerState) bool {
 	backoff := time.Second
+	pullBackoff := w.a.cfg.RetryInterval
 	for {
 		if ctx.Err() != nil || w.stopping() {
 			return false
 		}
 		pod, _ := w.latest()
-		img, err := w.image(c.spec.Image)
+		img, err := w.containerImage(ctx, pod, &c.spec)
 		if err != nil {
-			w.imagePullFailure(ctx, pod, c, err)
-			return false
+			if ctx.Err() != nil || !w.imagePullBackOff(ctx, pod, c, err, pullBackoff) {
+				return false
+			}
+			pullBackoff = min(pullBackoff*2, w.a.cfg.MaxImagePullBackoff)
+			continue
 		}
-		spec, err := w.buildProcess(ctx, pod, c, img.Image)
+		pullBackoff = w.a.cfg.RetryInterval
+		spec, err := w.buildProcess(ctx, pod, c, img)
 		var we *waitError
 		var se *startError
 		var code int32
@@ -564,23 +625,6 @@ func (w *podWorker) backOff(ctx context.Context, c *containerState, backoff time
 	return w.sleep(ctx, backoff)
 }
 
-// imagePullFailure reports an image the agent cannot resolve (err says why), as a node reports
-// an image it cannot pull, and waits until the pod stops.
-func (w *podWorker) imagePullFailure(ctx context.Context, pod *corev1.Pod, c *containerState, err error) {
-	msg := err.Error()
-	w.setState(c, waiting("ErrImagePull", msg))
-	w.event(pod, c.spec.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %s", c.spec.Image, msg))
-	w.report(ctx)
-	if !w.sleep(ctx, w.a.cfg.RetryInterval) {
-		return
-	}
-	w.setState(c, waiting("ImagePullBackOff", fmt.Sprintf("Back-off pulling image %q: %s", c.spec.Image, msg)))
-	w.event(pod, c.spec.Name, corev1.EventTypeNormal, "BackOff", fmt.Sprintf("Back-off pulling image %q", c.spec.Image))
-	w.report(ctx)
-	for w.sleep(ctx, time.Hour) {
-	}
-}
-
 func (w *podWorker) setState(c *containerState, s corev1.ContainerState) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -588,8 +632,12 @@ func (w *podWorker) setState(c *containerState, s corev1.ContainerState) {
 }
 
 // buildProcess resolves a container's environment, command and working directory, with
-// container paths rewritten to local ones.
-func (w *podWorker) buildProcess(ctx context.Context, pod *corev1.Pod, c *containerState, img Image) (procSpec, error) {
+// container paths rewritten to local ones. As in Kubernetes, the container's command replaces
+// the image's entrypoint and its args the image's cmd (a command alone drops the cmd), the
+// image's env comes first and the container's overrides it, and the image's working directory
+// applies when the container sets none. $(VAR) references in the container's command, args and
+// env see the container's env only.
+func (w *podWorker) buildProcess(ctx context.Context, pod *corev1.Pod, c *containerState, img resolvedImage) (procSpec, error) {
 	spec := &c.spec
 	if c.init && spec.RestartPolicy != nil && *spec.RestartPolicy == corev1.ContainerRestartPolicyAlways {
 		return procSpec{}, configError("sidecar init containers (restartPolicy Always) are not supported by the node agent")
@@ -601,29 +649,40 @@ func (w *podWorker) buildProcess(ctx context.Context, pod *corev1.Pod, c *contai
 	if err != nil {
 		return procSpec{}, err
 	}
-	pm := w.pathMapFor(pod, spec)
-	command := spec.Command
+	pm := w.pathMapFor(pod, spec, &img)
+	expandAll := func(in []string) []string {
+		out := make([]string, len(in))
+		for i, a := range in {
+			out[i] = expand(a, env.lookup)
+		}
+		return out
+	}
+	command, args := expandAll(spec.Command), expandAll(spec.Args)
 	if len(command) == 0 {
 		command = img.Command
+		if len(args) == 0 {
+			args = img.cmd
+		}
 	}
-	argv := append(append([]string{}, command...), spec.Args...)
+	argv := append(append([]string{}, command...), args...)
 	if len(argv) == 0 {
-		return procSpec{}, &startError{errors.New("no command specified: the container has none and the image map gives none")}
+		return procSpec{}, &startError{errors.New("no command specified: the container has none and the image gives none")}
 	}
 	for i := range argv {
-		argv[i] = pm.arg(expand(argv[i], env.lookup))
+		argv[i] = pm.arg(argv[i])
 	}
 	// After the path rewriting, which must not touch the local kubeconfig path.
 	if w.kubeconfig {
 		argv, _ = rewriteInCluster(argv, w.kubeconfigPath())
 	}
-	environ := make([]string, 0, len(env.vars))
-	for _, v := range env.vars {
+	full := w.processEnv(pod, img.env, env)
+	environ := make([]string, 0, len(full.vars))
+	for _, v := range full.vars {
 		environ = append(environ, v.name+"="+pm.env(v.value))
 	}
 	dir := w.dir
-	if spec.WorkingDir != "" {
-		dir, _ = pm.path(spec.WorkingDir)
+	if wd := cmp.Or(spec.WorkingDir, img.workingDir); wd != "" {
+		dir, _ = pm.path(wd)
 	}
 	pathEnv := ""
 	for _, e := range environ {
@@ -638,7 +697,7 @@ func (w *podWorker) buildProcess(ctx context.Context, pod *corev1.Pod, c *contai
 	// As in a container, only a program of the image or of a volume runs, never one that
 	// happens to be on this machine.
 	if !pm.contains(bin) {
-		return procSpec{}, &startError{fmt.Errorf("exec: %q resolves to %s, which is neither in the image map of %q nor in a volume", argv[0], bin, c.spec.Image)}
+		return procSpec{}, &startError{fmt.Errorf("exec: %q resolves to %s, which is neither in the image %q nor in a volume", argv[0], bin, c.spec.Image)}
 	}
 	return procSpec{path: bin, args: argv, env: environ, dir: dir}, nil
 }
@@ -702,7 +761,6 @@ func (w *podWorker) execute(ctx context.Context, pod *corev1.Pod, c *containerSt
 	if err := os.WriteFile(filepath.Join(w.dir, startedMarker), nil, 0o644); err != nil {
 		return fail(err)
 	}
-	w.event(pod, name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", c.spec.Image))
 	spec.log = logFile
 	p, err := startProcess(spec)
 	if err != nil {

@@ -10,9 +10,11 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -42,6 +44,11 @@ var epoch = time.Unix(0, 0).UTC()
 type Spec struct {
 	// Files maps a path in the image to the local file copied there (mode 0755).
 	Files map[string]string
+	// Dirs maps a path in the image to a local directory copied there with its tree: files
+	// with mode 0755 when the local file is executable, else 0644, directories 0755. The
+	// tree holds only regular files and directories, so that it reads the same on every
+	// machine.
+	Dirs map[string]string
 	// Entrypoint is the image's entrypoint; a pod's command replaces it.
 	Entrypoint []string
 	// Version and Source are written as the OCI labels of the same names.
@@ -72,21 +79,43 @@ func BaseLayer() (v1.Layer, error) {
 	})
 }
 
-// Build builds the image of spec on the base layer, for linux/amd64.
+// Build builds the image of spec on the base layer, for linux/amd64: one layer holds every
+// file of Files and Dirs, with the directories above them.
 func Build(base v1.Layer, spec Spec) (v1.Image, error) {
 	var files []entry
 	dirs := map[string]bool{}
+	// addParents adds the directories above name once, as a layer lists them before their files.
+	addParents := func(name string) {
+		for dir := path.Dir(name); dir != "." && !dirs[dir]; dir = path.Dir(dir) {
+			dirs[dir] = true
+			files = append(files, entry{name: dir + "/", dir: true, mode: 0o755})
+		}
+	}
 	for _, dst := range slices.Sorted(maps.Keys(spec.Files)) {
 		data, err := os.ReadFile(spec.Files[dst])
 		if err != nil {
 			return nil, err
 		}
 		name := strings.TrimPrefix(path.Clean(dst), "/")
-		for dir := path.Dir(name); dir != "." && !dirs[dir]; dir = path.Dir(dir) {
-			dirs[dir] = true
-			files = append(files, entry{name: dir + "/", dir: true, mode: 0o755})
-		}
+		addParents(name)
 		files = append(files, entry{name: name, data: data, mode: 0o755})
+	}
+	for _, dst := range slices.Sorted(maps.Keys(spec.Dirs)) {
+		tree, err := dirEntries(strings.TrimPrefix(path.Clean(dst), "/"), spec.Dirs[dst])
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range tree {
+			name := strings.TrimSuffix(e.name, "/")
+			if e.dir && dirs[name] {
+				continue
+			}
+			addParents(name)
+			if e.dir {
+				dirs[name] = true
+			}
+			files = append(files, e)
+		}
 	}
 	slices.SortFunc(files, func(a, b entry) int { return strings.Compare(a.name, b.name) })
 	binaries, err := layer(files)
@@ -135,6 +164,48 @@ func WriteLayout(dir string, images map[string]v1.Image) error {
 		}
 	}
 	return nil
+}
+
+// dirEntries lists the local directory src as entries under the image path dst, the directory
+// itself included.
+func dirEntries(dst, src string) ([]entry, error) {
+	var out []entry
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		name := path.Join(dst, filepath.ToSlash(rel))
+		switch {
+		case d.IsDir():
+			out = append(out, entry{name: name + "/", dir: true, mode: 0o755})
+			return nil
+		case !d.Type().IsRegular():
+			// A symlink or device would make the image depend on this machine.
+			return fmt.Errorf("%s: only regular files and directories go into an image", p)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		mode := int64(0o644)
+		if info.Mode()&0o111 != 0 {
+			mode = 0o755
+		}
+		out = append(out, entry{name: name, data: data, mode: mode})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("copying directory %s: %w", src, err)
+	}
+	return out, nil
 }
 
 type entry struct {

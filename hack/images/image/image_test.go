@@ -125,3 +125,51 @@ func TestTheLayoutNamesEachImage(t *testing.T) {
 		t.Fatalf("index = %+v", manifest.Manifests)
 	}
 }
+
+func TestADirectoryIsCopiedWithItsTree(t *testing.T) {
+	base, err := BaseLayer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rule := range []struct {
+		name  string
+		setup func(dir string) error
+		check func(fs map[string]*tar.Header) bool
+		fails bool
+	}{
+		{"files keep their exec bit, dirs are 0755", func(dir string) error {
+			if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o700); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, "sub", "run.sh"), nil, 0o700); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dir, "a.tf"), nil, 0o600)
+		}, func(fs map[string]*tar.Header) bool {
+			return fs["m/a.tf"].Mode == 0o644 && fs["m/sub/run.sh"].Mode == 0o755 && fs["m/sub"].Mode == 0o755 && fs["m"].Typeflag == tar.TypeDir
+		}, false},
+		{"a symlink is refused", func(dir string) error {
+			return os.Symlink("/etc/passwd", filepath.Join(dir, "link"))
+		}, nil, true},
+	} {
+		t.Run(rule.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := rule.setup(dir); err != nil {
+				t.Fatal(err)
+			}
+			img, err := Build(base, Spec{Dirs: map[string]string{"/m": dir}})
+			if rule.fails {
+				if err == nil {
+					t.Fatal("Build succeeded")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fs := files(t, img); !rule.check(fs) {
+				t.Errorf("files: %v", fs)
+			}
+		})
+	}
+}
