@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -70,4 +71,50 @@ func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
 	}
 	return Decode(data)
+}
+
+// Images of artifacts/: <DevRepository>captf-<component>:<DevTag>.
+const (
+	DevRepository = "ghcr.io/captf/"
+	DevTag        = "dev"
+)
+
+// PinImages renames captf's images in a Deployment's containers, and the environment values
+// that name them (the runner image the controller gives its Jobs): each
+// <from>captf-<component>:dev becomes <to>captf-<component>:<version>. Other objects and
+// images are left alone.
+func PinImages(obj *unstructured.Unstructured, from, to, version string) error {
+	if obj.GetKind() != "Deployment" {
+		return nil
+	}
+	pin := func(ref string) string {
+		if rest, ok := strings.CutPrefix(ref, from); ok {
+			if name, ok := strings.CutSuffix(rest, ":"+DevTag); ok && !strings.Contains(name, "/") {
+				return to + name + ":" + version
+			}
+		}
+		return ref
+	}
+	containers, _, err := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+	if err != nil {
+		return fmt.Errorf("Deployment %s: %w", obj.GetName(), err)
+	}
+	for _, c := range containers {
+		container, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		if image, ok := container["image"].(string); ok {
+			container["image"] = pin(image)
+		}
+		env, _ := container["env"].([]any)
+		for _, e := range env {
+			if v, ok := e.(map[string]any); ok {
+				if value, ok := v["value"].(string); ok {
+					v["value"] = pin(value)
+				}
+			}
+		}
+	}
+	return unstructured.SetNestedSlice(obj.Object, containers, "spec", "template", "spec", "containers")
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -39,9 +38,7 @@ const (
 	ClusterTemplateFile = "cluster-template.yaml"
 
 	// ImageRepository holds captf's images.
-	ImageRepository = "ghcr.io/captf/"
-	// DevTag is the tag of captf's images in artifacts/; the repository pins them to Version.
-	DevTag = ":dev"
+	ImageRepository = manifest.DevRepository
 
 	// Overlay is the install, under artifacts/, that the components are: the cert-manager one,
 	// since clusterctl installs cert-manager with Cluster API.
@@ -144,40 +141,8 @@ func fit(obj *unstructured.Unstructured) error {
 	labels[ProviderLabelKey] = ProviderLabel
 	obj.SetLabels(labels)
 	if obj.GetKind() == "Deployment" {
-		return pinImages(obj)
+		return manifest.PinImages(obj, ImageRepository, ImageRepository, Version)
 	}
 	return nil
 }
 
-// pinImages tags captf's images in a Deployment's containers, and the environment values that
-// name them (the runner image the controller gives its Jobs), with the release's version.
-func pinImages(obj *unstructured.Unstructured) error {
-	pin := func(ref string) string {
-		if strings.HasPrefix(ref, ImageRepository) && strings.HasSuffix(ref, DevTag) {
-			return strings.TrimSuffix(ref, DevTag) + ":" + Version
-		}
-		return ref
-	}
-	containers, _, err := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
-	if err != nil {
-		return fmt.Errorf("Deployment %s: %w", obj.GetName(), err)
-	}
-	for _, c := range containers {
-		container, ok := c.(map[string]any)
-		if !ok {
-			continue
-		}
-		if image, ok := container["image"].(string); ok {
-			container["image"] = pin(image)
-		}
-		env, _ := container["env"].([]any)
-		for _, e := range env {
-			if v, ok := e.(map[string]any); ok {
-				if value, ok := v["value"].(string); ok {
-					v["value"] = pin(value)
-				}
-			}
-		}
-	}
-	return unstructured.SetNestedSlice(obj.Object, containers, "spec", "template", "spec", "containers")
-}
