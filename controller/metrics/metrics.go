@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/jobs"
 )
 
@@ -52,7 +53,7 @@ var Reference = []Series{
 	{Name: "captf_lease_waits_total", Type: "counter", Labels: []string{"kind", "reason"},
 		Help: "Passes that waited for a run Lease held by another Job."},
 	{Name: "captf_lock_force_unlocks_total", Type: "counter", Labels: []string{"kind"},
-		Help: "Stale state locks, left by a finished or vanished pod of the object's own Jobs, handed to the next Job to release."},
+		Help: "Stale state locks, left by a finished or vanished pod of the object's own Jobs, handed to the next Job to release; 0 for each kind from the start."},
 	{Name: "captf_plans_awaiting_approval", Type: "gauge", Labels: []string{"kind"},
 		Help: "Objects whose plan waits for a person's approval (ApplyJobSucceeded Unknown, reason PlanAwaitingApproval or PlanChanged), from the object cache at scrape time; 0 for a kind with spec.applyPolicy and no plan waiting."},
 	{Name: "captf_plan_approval_wait_seconds", Type: "gauge", Labels: []string{"kind"},
@@ -88,6 +89,12 @@ func New(reg prometheus.Registerer, active func() map[[2]string]int) (*Metrics, 
 		Decisions:    counter("captf_reconcile_op_decisions_total"),
 		LeaseWaits:   counter("captf_lease_waits_total"),
 		ForceUnlocks: counter("captf_lock_force_unlocks_total"),
+	}
+	// Each kind's stale-lock count starts at 0: a rate or increase cannot see the first
+	// increment of a series that appears at 1, and a stale lock is rare enough that the first one
+	// may be the only one.
+	for _, kind := range infrav1.Kinds {
+		m.ForceUnlocks.WithLabelValues(kind.Kind)
 	}
 	activeSeries := find("captf_jobs_active")
 	collectors := []prometheus.Collector{m.JobsTotal, m.JobDuration, m.JobAttempts, m.Decisions, m.LeaseWaits, m.ForceUnlocks,

@@ -75,7 +75,7 @@ captf_plans_awaiting_approval{kind="TerraformMachinePool"} 0
 			name: "forged kinds are merged into unknown: counts add up, the longest wait wins",
 			waits: func() map[string]PlanWaits {
 				return map[string]PlanWaits{
-					"Evil":                      {Count: 1, Longest: time.Minute},
+					"Evil":                     {Count: 1, Longest: time.Minute},
 					strings.Repeat("x", 1<<10): {Count: 2, Longest: time.Hour},
 				}
 			},
@@ -116,7 +116,9 @@ func (r *recorder) Register(c prometheus.Collector) error {
 	return nil
 }
 
-func (r *recorder) MustRegister(cs ...prometheus.Collector) { r.collectors = append(r.collectors, cs...) }
+func (r *recorder) MustRegister(cs ...prometheus.Collector) {
+	r.collectors = append(r.collectors, cs...)
+}
 
 func (r *recorder) Unregister(prometheus.Collector) bool { return false }
 
