@@ -83,6 +83,16 @@ $(BIN)/golangci-lint: hack/tools/lint/go.mod hack/tools/lint/go.sum
 	@mkdir -p $(BIN)
 	cd hack/tools/lint && $(GO) build -ldflags '-s -w' -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
+# Not in TOOLS: a cold build takes about 8 minutes on 2 cores, for the alerts' unit tests alone
+# (artifacts/monitoring), which skip without it. remove_all_sd leaves out the cloud providers'
+# service discoveries, which rule tests never use and which more than double the build.
+.PHONY: promtool
+promtool: $(BIN)/promtool ## Build Prometheus's promtool into bin/ for the alerts' unit tests (go test ./artifacts/monitoring).
+
+$(BIN)/promtool: hack/tools/prometheus/go.mod hack/tools/prometheus/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/prometheus && $(GO) build -tags remove_all_sd -ldflags '-s -w' -o $@ github.com/prometheus/prometheus/cmd/promtool
+
 ##@ Development
 
 .PHONY: generate

@@ -101,6 +101,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	if err := metrics.RegisterPlans(opts.Registry, plansAwaitingApproval(mgr.GetCache(), opts.Clock)); err != nil {
+		return fmt.Errorf("registering the metrics of plans awaiting approval: %w", err)
+	}
 	base := workspace.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),

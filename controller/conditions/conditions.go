@@ -181,6 +181,21 @@ func Get(conds []metav1.Condition, conditionType string) *metav1.Condition {
 	return apimeta.FindStatusCondition(conds, conditionType)
 }
 
+// AwaitingApproval reports whether ApplyJobSucceeded says that a plan waits for a person's
+// approval, and since when. Both PlanAwaitingApproval and PlanChanged (the approved plan no
+// longer matched and a new one waits) count. since is the condition's lastTransitionTime, which
+// moves only with its status: a plan that replaces a waiting one keeps the wait of the first.
+func AwaitingApproval(conds []metav1.Condition) (since time.Time, waiting bool) {
+	c := Get(conds, ApplyJobSucceeded)
+	if c == nil || c.Status != metav1.ConditionUnknown {
+		return time.Time{}, false
+	}
+	if c.Reason != ReasonPlanAwaitingApproval && c.Reason != ReasonPlanChanged {
+		return time.Time{}, false
+	}
+	return c.LastTransitionTime.Time, true
+}
+
 // IsTrue reports whether a condition is True.
 func IsTrue(conds []metav1.Condition, conditionType string) bool {
 	return apimeta.IsStatusConditionTrue(conds, conditionType)

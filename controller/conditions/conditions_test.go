@@ -63,3 +63,48 @@ func TestTransitionTimeMovesOnlyWithTheStatus(t *testing.T) {
 func cond(conditionType string, status metav1.ConditionStatus, reason, message string, generation int64, at time.Time) metav1.Condition {
 	return metav1.Condition{Type: conditionType, Status: status, Reason: reason, Message: message, ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(at)}
 }
+
+func TestAwaitingApproval(t *testing.T) {
+	earlier := now.Add(-time.Hour)
+	for _, tc := range []struct {
+		rule        string
+		set         func(*[]metav1.Condition)
+		wantWaiting bool
+		wantSince   time.Time
+	}{
+		{"no apply condition waits for nothing", func(*[]metav1.Condition) {}, false, time.Time{}},
+		{"a plan awaiting approval waits since the condition's transition", func(c *[]metav1.Condition) {
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionUnknown, ReasonPlanAwaitingApproval, "approve", 1, now))
+		}, true, now},
+		{"a changed plan waits for approval too", func(c *[]metav1.Condition) {
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionUnknown, ReasonPlanChanged, "approve the new plan", 1, now))
+		}, true, now},
+		{"a plan that replaces a waiting one keeps the wait of the first", func(c *[]metav1.Condition) {
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionUnknown, ReasonPlanAwaitingApproval, "plan a", 1, earlier))
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionUnknown, ReasonPlanChanged, "plan b", 2, now))
+		}, true, earlier},
+		{"a plan after a succeeded apply waits from when it was made", func(c *[]metav1.Condition) {
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, earlier))
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionUnknown, ReasonPlanAwaitingApproval, "approve", 2, now))
+		}, true, now},
+		{"a running apply waits for no approval", func(c *[]metav1.Condition) {
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionUnknown, ReasonApplyRunning, "running", 1, now))
+		}, false, time.Time{}},
+		{"a blocked destructive plan is a failed apply, not a plan awaiting approval", func(c *[]metav1.Condition) {
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionFalse, ReasonDestructivePlanBlocked, "blocked", 1, now))
+		}, false, time.Time{}},
+		{"an applied plan waits no more", func(c *[]metav1.Condition) {
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionUnknown, ReasonPlanAwaitingApproval, "approve", 1, earlier))
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, now))
+		}, false, time.Time{}},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			var conds []metav1.Condition
+			tc.set(&conds)
+			since, waiting := AwaitingApproval(conds)
+			if waiting != tc.wantWaiting || !since.Equal(tc.wantSince) {
+				t.Fatalf("AwaitingApproval = %v, %v; want %v, %v", since, waiting, tc.wantSince, tc.wantWaiting)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/jobs"
 )
 
@@ -52,7 +53,11 @@ var Reference = []Series{
 	{Name: "captf_lease_waits_total", Type: "counter", Labels: []string{"kind", "reason"},
 		Help: "Passes that waited for a run Lease held by another Job."},
 	{Name: "captf_lock_force_unlocks_total", Type: "counter", Labels: []string{"kind"},
-		Help: "Stale state locks, left by a finished or vanished pod of the object's own Jobs, handed to the next Job to release."},
+		Help: "Stale state locks, left by a finished or vanished pod of the object's own Jobs, handed to the next Job to release; 0 for each kind from the start."},
+	{Name: "captf_plans_awaiting_approval", Type: "gauge", Labels: []string{"kind"},
+		Help: "Objects whose plan waits for a person's approval (ApplyJobSucceeded Unknown, reason PlanAwaitingApproval or PlanChanged), from the object cache at scrape time; 0 for a kind with spec.applyPolicy and no plan waiting."},
+	{Name: "captf_plan_approval_wait_seconds", Type: "gauge", Labels: []string{"kind"},
+		Help: "How long the oldest plan of the kind awaiting approval has waited, from its condition's lastTransitionTime, at scrape time; 0 when no plan waits."},
 }
 
 func find(name string) Series {
@@ -85,6 +90,12 @@ func New(reg prometheus.Registerer, active func() map[[2]string]int) (*Metrics, 
 		LeaseWaits:   counter("captf_lease_waits_total"),
 		ForceUnlocks: counter("captf_lock_force_unlocks_total"),
 	}
+	// Each kind's stale-lock count starts at 0: a rate or increase cannot see the first
+	// increment of a series that appears at 1, and a stale lock is rare enough that the first one
+	// may be the only one.
+	for _, kind := range infrav1.Kinds {
+		m.ForceUnlocks.WithLabelValues(kind.Kind)
+	}
 	activeSeries := find("captf_jobs_active")
 	collectors := []prometheus.Collector{m.JobsTotal, m.JobDuration, m.JobAttempts, m.Decisions, m.LeaseWaits, m.ForceUnlocks,
 		&activeCollector{active: active, desc: prometheus.NewDesc(activeSeries.Name, activeSeries.Help, activeSeries.Labels, nil)}}
@@ -94,6 +105,27 @@ func New(reg prometheus.Registerer, active func() map[[2]string]int) (*Metrics, 
 		}
 	}
 	return m, nil
+}
+
+// PlanWaits are the plans of one kind that wait for approval at scrape time.
+type PlanWaits struct {
+	// Count is how many objects of the kind have a plan waiting.
+	Count int
+	// Longest is how long the oldest of those plans has waited.
+	Longest time.Duration
+}
+
+// RegisterPlans registers on reg the gauges of plans awaiting approval, computed at scrape time
+// from waits. waits reports, by kind, every kind whose objects can wait for approval, with a
+// zero PlanWaits for a kind that has none waiting; it returns nil when it cannot tell (e.g. the
+// cache fails), and the series are then absent rather than a misleading 0.
+func RegisterPlans(reg prometheus.Registerer, waits func() map[string]PlanWaits) error {
+	count, wait := find("captf_plans_awaiting_approval"), find("captf_plan_approval_wait_seconds")
+	return reg.Register(&plansCollector{
+		waits: waits,
+		count: prometheus.NewDesc(count.Name, count.Help, count.Labels, nil),
+		wait:  prometheus.NewDesc(wait.Name, wait.Help, wait.Labels, nil),
+	})
 }
 
 // Unknown is the kind or op label of a Job whose own label is not one of captf's, such as a
@@ -162,5 +194,39 @@ func (c *activeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for key, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), key[0], key[1])
+	}
+}
+
+// plansCollector reports the plans awaiting approval at scrape time, so the gauges follow the
+// objects' conditions without any bookkeeping of their own. Kinds are reported by KindLabel.
+type plansCollector struct {
+	waits       func() map[string]PlanWaits
+	count, wait *prometheus.Desc
+}
+
+func (c *plansCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.count
+	ch <- c.wait
+}
+
+func (c *plansCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.waits == nil {
+		return
+	}
+	byKind := map[string]PlanWaits{}
+	for kind, w := range c.waits() {
+		label := KindLabel(jobs.Kind(kind))
+		merged := byKind[label]
+		merged.Count += w.Count
+		if w.Count > 0 {
+			// Starting from zero also makes a transition time ahead of this clock (skew between
+			// the API server and the controller) no wait rather than a negative one.
+			merged.Longest = max(merged.Longest, w.Longest)
+		}
+		byKind[label] = merged
+	}
+	for kind, w := range byKind {
+		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(w.Count), kind)
+		ch <- prometheus.MustNewConstMetric(c.wait, prometheus.GaugeValue, w.Longest.Seconds(), kind)
 	}
 }

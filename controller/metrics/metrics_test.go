@@ -43,3 +43,24 @@ captf_reconcile_op_decisions_total{kind="TerraformMachine",op="none",reason="UpT
 		t.Fatalf("attempts series = %d, want only the succeeded Job's", n)
 	}
 }
+
+// TestStaleLockCountsStartAtZero: an alert on the increase of the count sees the first stale lock
+// only when the series was there, at 0, before it.
+func TestStaleLockCountsStartAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ForceUnlocks.WithLabelValues("TerraformMachine").Inc()
+	want := `
+# HELP captf_lock_force_unlocks_total Stale state locks, left by a finished or vanished pod of the object's own Jobs, handed to the next Job to release; 0 for each kind from the start.
+# TYPE captf_lock_force_unlocks_total counter
+captf_lock_force_unlocks_total{kind="TerraformCluster"} 0
+captf_lock_force_unlocks_total{kind="TerraformMachine"} 1
+captf_lock_force_unlocks_total{kind="TerraformMachinePool"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "captf_lock_force_unlocks_total"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,53 @@
+package controller
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/conditions"
+	"github.com/captf/captf/controller/metrics"
+)
+
+// plansAwaitingApproval reads, from the manager's cache, the plans that wait for approval of
+// every kind whose objects can have one (those with spec.applyPolicy), for the
+// captf_plans_awaiting_approval and captf_plan_approval_wait_seconds gauges.
+func plansAwaitingApproval(cache client.Reader, clk clock.PassiveClock) func() map[string]metrics.PlanWaits {
+	return func() map[string]metrics.PlanWaits {
+		waits := map[string]metrics.PlanWaits{}
+		for _, kind := range infrav1.Kinds {
+			if _, planned := kind.New().(infrav1.Planned); !planned {
+				continue
+			}
+			list := kind.NewList()
+			// Read only, so the cache's own objects will do: no copy of every object per scrape.
+			if err := cache.List(context.Background(), list, client.UnsafeDisableDeepCopy); err != nil {
+				return nil
+			}
+			waits[kind.Kind] = planWaits(list, clk)
+		}
+		return waits
+	}
+}
+
+// planWaits counts the objects of list whose plan waits for approval, and the longest wait.
+func planWaits(list client.ObjectList, clk clock.PassiveClock) metrics.PlanWaits {
+	var w metrics.PlanWaits
+	now := clk.Now()
+	_ = meta.EachListItem(list, func(obj runtime.Object) error {
+		ws, ok := obj.(infrav1.Workspace)
+		if !ok {
+			return nil
+		}
+		if since, waiting := conditions.AwaitingApproval(ws.WorkspaceStatus().Conditions); waiting {
+			w.Count++
+			w.Longest = max(w.Longest, now.Sub(since))
+		}
+		return nil
+	})
+	return w
+}
