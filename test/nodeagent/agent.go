@@ -61,7 +61,7 @@ func New(cfg Config) (*Agent, error) {
 		client:   client,
 		log:      cfg.Log.WithValues("node", cfg.NodeName),
 		images:   newRegistry(),
-		pulled:   newImageStore(filepath.Join(cfg.WorkDir, "images")),
+		pulled:   newImageStore(filepath.Join(cfg.WorkDir, "images"), cfg.Mirrors),
 		workers:  map[types.UID]*podWorker{},
 		finished: map[types.UID]*finishedPod{},
 	}
@@ -126,6 +126,12 @@ func (a *Agent) podsDir() string { return filepath.Join(a.cfg.WorkDir, "pods") }
 
 func (a *Agent) podDir(uid types.UID) string { return filepath.Join(a.podsDir(), string(uid)) }
 
+// ContainerLogPath is the file the agent writes a container's output to, while the pod is
+// bound to its Node.
+func (a *Agent) ContainerLogPath(uid types.UID, container string) string {
+	return filepath.Join(a.podDir(uid), container+".log")
+}
+
 func (a *Agent) run(ctx context.Context) error {
 	if err := os.MkdirAll(a.podsDir(), 0o755); err != nil {
 		return fmt.Errorf("nodeagent: %w", err)
@@ -151,7 +157,9 @@ func (a *Agent) run(ctx context.Context) error {
 	})
 	a.unscheduled = a.podInformer(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", "").String()
-		o.LabelSelector = a.cfg.PodSelector
+		if !a.cfg.BindAllPods {
+			o.LabelSelector = a.cfg.PodSelector
+		}
 	})
 	enqueue := func(q workqueue.TypedRateLimitingInterface[string]) cache.ResourceEventHandlerFuncs {
 		add := func(obj any) {

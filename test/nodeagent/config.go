@@ -70,6 +70,16 @@ type Config struct {
 	// Defaults to DefaultPodSelector. Pods bound to the Node by other means run regardless.
 	PodSelector string
 
+	// BindAllPods binds every unscheduled pod, whatever PodSelector says, as the only node of a
+	// control plane without a scheduler: the pods of the install's Deployments run here too.
+	BindAllPods bool
+
+	// Mirrors maps a registry host (e.g. "ghcr.io") to a registry on a loopback address that
+	// serves its repositories (e.g. "127.0.0.1:5000"): a pod naming ghcr.io/captf/x:v1 runs what
+	// 127.0.0.1:5000/captf/x:v1 is, and reports the image as named, as a container runtime's
+	// registry mirror does.
+	Mirrors map[string]string
+
 	// WorkDir holds the agent's per-pod directories (WorkDir/pods/<uid>) and the images it
 	// pulled (WorkDir/images/sha256-<hex>/rootfs). Required.
 	WorkDir string
@@ -136,6 +146,12 @@ func (cfg Config) complete() (Config, error) {
 	}
 	if _, err := labels.Parse(cfg.PodSelector); err != nil {
 		errs = append(errs, fmt.Errorf("PodSelector: %w", err))
+	}
+	for host, mirror := range cfg.Mirrors {
+		// A mirror is a local test registry: the agent stays off every network but loopback.
+		if !isLoopbackHost(mirror) {
+			errs = append(errs, fmt.Errorf("Mirrors: the mirror %q of %q is not on a loopback address", mirror, host))
+		}
 	}
 	if err := cfg.absWorkDir(); err != nil {
 		errs = append(errs, err)

@@ -55,6 +55,8 @@ func (p *pulledImage) resolved() resolvedImage {
 type imageStore struct {
 	dir  string
 	opts []remote.Option
+	// mirrors maps a registry host to the loopback registry that serves its repositories.
+	mirrors map[string]string
 
 	mu sync.Mutex
 	// refs maps a reference, as pods spell it, to what it resolved to at its last pull.
@@ -65,14 +67,15 @@ type imageStore struct {
 	unpacking map[string]*sync.Mutex
 }
 
-func newImageStore(dir string) *imageStore {
+func newImageStore(dir string, mirrors map[string]string) *imageStore {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	// A registry that does not answer must not hold a container's start for minutes: the
 	// agent backs off and pulls again, as a kubelet does.
 	transport.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	transport.ResponseHeaderTimeout = 30 * time.Second
 	return &imageStore{
-		dir: dir,
+		dir:     dir,
+		mirrors: mirrors,
 		opts: []remote.Option{
 			remote.WithPlatform(v1.Platform{OS: "linux", Architecture: goruntime.GOARCH}),
 			remote.WithTransport(transport),
@@ -103,7 +106,7 @@ func (s *imageStore) present(ref string) (*pulledImage, bool) {
 // pull resolves ref at its registry, as a pull does, and unpacks the image unless its digest
 // already is. The error is the registry's.
 func (s *imageStore) pull(ctx context.Context, ref string) (*pulledImage, error) {
-	r, err := parseImageReference(ref)
+	r, err := parseImageReference(mirrored(ref, s.mirrors))
 	if err != nil {
 		return nil, err
 	}
@@ -194,6 +197,19 @@ func (s *imageStore) removeUnfinished() {
 			_ = os.RemoveAll(filepath.Join(s.dir, e.Name()))
 		}
 	}
+}
+
+// mirrored is the reference ref is pulled by: the same repository path and tag or digest at the
+// mirror of its registry host, if it has one, as a container runtime's registry mirrors do.
+func mirrored(ref string, mirrors map[string]string) string {
+	host, rest, ok := strings.Cut(ref, "/")
+	if !ok {
+		return ref
+	}
+	if mirror, ok := mirrors[host]; ok {
+		return mirror + "/" + rest
+	}
+	return ref
 }
 
 // parseImageReference parses a pod's image reference for go-containerregistry; a registry on

@@ -64,7 +64,7 @@ func versionImage(t *testing.T, version string) v1.Image {
 
 func TestPulledImagesAreUnpackedOncePerDigest(t *testing.T) {
 	host := testRegistryHost(t)
-	store := newImageStore(filepath.Join(t.TempDir(), "images"))
+	store := newImageStore(filepath.Join(t.TempDir(), "images"), nil)
 	ctx := context.Background()
 	pull := func(ref string) *pulledImage {
 		t.Helper()
@@ -112,7 +112,7 @@ func TestPulledImagesAreUnpackedOncePerDigest(t *testing.T) {
 
 func TestAPullOfAMissingImageGivesTheRegistryError(t *testing.T) {
 	host := testRegistryHost(t)
-	store := newImageStore(t.TempDir())
+	store := newImageStore(t.TempDir(), nil)
 	push(t, host+"/x:v1", versionImage(t, "v1"))
 	for _, rule := range []struct{ name, ref, want string }{
 		{"an unknown tag", host + "/x:v9", "MANIFEST_UNKNOWN"},
@@ -163,6 +163,22 @@ func TestPullPolicyDefaultsAsTheAPIServer(t *testing.T) {
 	} {
 		if got := pullPolicy(&rule.c); got != rule.wants {
 			t.Errorf("%s: %s, want %s", rule.name, got, rule.wants)
+		}
+	}
+}
+
+// A registry mirror serves the repositories of its host under the same path; other hosts and
+// references without a host are pulled as named.
+func TestMirroredReference(t *testing.T) {
+	mirrors := map[string]string{"ghcr.io": "127.0.0.1:5000"}
+	for _, tc := range []struct{ ref, want string }{
+		{"ghcr.io/captf/captf-manager:dev", "127.0.0.1:5000/captf/captf-manager:dev"},
+		{"ghcr.io/captf/x@sha256:" + strings.Repeat("a", 64), "127.0.0.1:5000/captf/x@sha256:" + strings.Repeat("a", 64)},
+		{"quay.io/captf/x:v1", "quay.io/captf/x:v1"},
+		{"noop", "noop"},
+	} {
+		if got := mirrored(tc.ref, mirrors); got != tc.want {
+			t.Errorf("mirrored(%q) = %q, want %q", tc.ref, got, tc.want)
 		}
 	}
 }

@@ -371,6 +371,11 @@ func (w *podWorker) setup(ctx context.Context, pod *corev1.Pod) error {
 	if err := w.materializeVolumes(ctx, pod, contents); err != nil {
 		return err
 	}
+	// A pod that names its ServiceAccount and does not opt out of its token gets the kubeconfig
+	// as $KUBECONFIG in place of in-cluster configuration, whose paths are compiled into the
+	// clients. (Without the ServiceAccount admission plugin, a pod that names none has none.)
+	w.kubeconfig = pod.Spec.ServiceAccountName != "" &&
+		(pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken)
 	for _, c := range allContainers(pod) {
 		if usesInCluster(append(append([]string{}, c.Command...), c.Args...)) {
 			w.kubeconfig = true
@@ -382,6 +387,19 @@ func (w *podWorker) setup(ctx context.Context, pod *corev1.Pod) error {
 		}
 	}
 	return nil
+}
+
+// environ is a process's environment with container paths rewritten, and $KUBECONFIG, a local
+// path, added after the rewriting when the pod gets a kubeconfig and no container sets it.
+func (w *podWorker) environ(env *envList, pm pathMap) []string {
+	environ := make([]string, 0, len(env.vars)+1)
+	for _, v := range env.vars {
+		environ = append(environ, v.name+"="+pm.env(v.value))
+	}
+	if _, set := env.get("KUBECONFIG"); !set && w.kubeconfig {
+		environ = append(environ, "KUBECONFIG="+w.kubeconfigPath())
+	}
+	return environ
 }
 
 // renewTokens renews the kubeconfig's token at 80% of its life while the pod runs.
@@ -675,11 +693,7 @@ func (w *podWorker) buildProcess(ctx context.Context, pod *corev1.Pod, c *contai
 	if w.kubeconfig {
 		argv, _ = rewriteInCluster(argv, w.kubeconfigPath())
 	}
-	full := w.processEnv(pod, img.env, env)
-	environ := make([]string, 0, len(full.vars))
-	for _, v := range full.vars {
-		environ = append(environ, v.name+"="+pm.env(v.value))
-	}
+	environ := w.environ(w.processEnv(pod, img.env, env), pm)
 	dir := w.dir
 	if wd := cmp.Or(spec.WorkingDir, img.workingDir); wd != "" {
 		dir, _ = pm.path(wd)
