@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -142,6 +143,7 @@ func (o *Options) Config() (*Config, error) {
 			return nil, fmt.Errorf("creating self-signed certificates: %w", err)
 		}
 	}
+	o.kubeconfigFromEnvironment()
 	generic := genericapiserver.NewRecommendedConfig(Codecs)
 	generic.EffectiveVersion = compatibility.NewEffectiveVersionFromString("1.37", "", "")
 	namer := openapinamer.NewDefinitionNamer(Scheme)
@@ -167,6 +169,24 @@ func (o *Options) Config() (*Config, error) {
 		config.ServingCert = m
 	}
 	return config, nil
+}
+
+// kubeconfigFromEnvironment takes $KUBECONFIG, as kubectl and controller-runtime do, for the
+// kubeconfig flags left unset; without it they mean in-cluster configuration.
+func (o *Options) kubeconfigFromEnvironment() {
+	path := os.Getenv("KUBECONFIG")
+	if path == "" {
+		return
+	}
+	if o.Recommended.CoreAPI != nil && o.Recommended.CoreAPI.CoreAPIKubeconfigPath == "" {
+		o.Recommended.CoreAPI.CoreAPIKubeconfigPath = path
+	}
+	if o.Recommended.Authentication != nil && o.Recommended.Authentication.RemoteKubeConfigFile == "" {
+		o.Recommended.Authentication.RemoteKubeConfigFile = path
+	}
+	if o.Recommended.Authorization != nil && o.Recommended.Authorization.RemoteKubeConfigFile == "" {
+		o.Recommended.Authorization.RemoteKubeConfigFile = path
+	}
 }
 
 func (o *ServingCertOptions) manager(clientConfig *restclient.Config) (*servingcert.Manager, error) {

@@ -67,3 +67,21 @@ func TestServingCertFlags(t *testing.T) {
 		})
 	}
 }
+
+// $KUBECONFIG fills the kubeconfig flags left unset, as kubectl and controller-runtime read it;
+// a flag given wins.
+func TestKubeconfigFromEnvironment(t *testing.T) {
+	t.Setenv("KUBECONFIG", "/env/kubeconfig")
+	o := NewOptions()
+	o.Recommended.Authorization.RemoteKubeConfigFile = "/flag/kubeconfig"
+	o.kubeconfigFromEnvironment()
+	if got := o.Recommended.CoreAPI.CoreAPIKubeconfigPath; got != "/env/kubeconfig" {
+		t.Errorf("--kubeconfig = %q", got)
+	}
+	if got := o.Recommended.Authentication.RemoteKubeConfigFile; got != "/env/kubeconfig" {
+		t.Errorf("--authentication-kubeconfig = %q", got)
+	}
+	if got := o.Recommended.Authorization.RemoteKubeConfigFile; got != "/flag/kubeconfig" {
+		t.Errorf("--authorization-kubeconfig = %q, want the flag's", got)
+	}
+}
