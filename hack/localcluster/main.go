@@ -42,7 +42,7 @@ func run() error {
 	}
 	local := filepath.Join(root, ".local")
 	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, the node agent, the controller, the API server and Cluster API ...")
-	sys, err := system.Start(ctx, system.Options{BinDir: filepath.Join(root, "bin"), LogDir: filepath.Join(local, "logs"), ClusterAPI: true})
+	sys, err := system.Start(ctx, system.Options{BinDir: filepath.Join(root, "bin"), LogDir: filepath.Join(local, "logs"), ClusterAPI: true, Deployments: true})
 	defer func() {
 		fmt.Println("stopping everything ...")
 		if err := sys.Stop(); err != nil {

@@ -39,7 +39,7 @@ import (
 var sys *system.System
 
 func TestMain(m *testing.M) {
-	os.Exit(system.Main(m, system.Options{}))
+	os.Exit(system.Main(m, system.Options{Deployments: true}))
 }
 
 // suite is one test's view of the system: an admin client and its own namespace.

@@ -60,17 +60,13 @@ func TestTheAPIServerKeepsItsOwnCertificate(t *testing.T) {
 // runs stay readable through the aggregator.
 func TestTheAPIServerRenewsItsCertificate(t *testing.T) {
 	s := newSuite(t)
-	kube := kubernetes.NewForConfigOrDie(sys.Env.Config)
-	// A fresh Secret, so the next certificate gets the short validity.
-	if err := kube.CoreV1().Secrets(system.Namespace).Delete(s.Ctx, system.APIServerSecret, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := sys.RestartAPIServer(s.Ctx, time.Minute); err != nil {
+	// A new Secret, so that the certificate gets the short validity.
+	if err := sys.RestartAPIServer(s.Ctx, time.Minute, true); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		// The next certificate lives the default year again.
-		if err := sys.RestartAPIServer(context.Background(), 0); err != nil {
+		if err := sys.RestartAPIServer(context.Background(), 0, false); err != nil {
 			t.Errorf("restarting the API server: %v", err)
 		}
 	})

@@ -31,7 +31,9 @@ func TestATemplatesSpecIsImmutableExceptForTopologyDryRuns(t *testing.T) {
 		mutate(&current)
 		return s.C.Update(s.Ctx, &current, opts...)
 	}
-	newImage := func(m *infrav1.TerraformMachineTemplate) { m.Spec.Template.Spec.Source.Image = "captf-samples/noop:v2" }
+	newImage := func(m *infrav1.TerraformMachineTemplate) {
+		m.Spec.Template.Spec.Source.Image = "ghcr.io/captf/captf-sample-noop:v2"
+	}
 	for _, tc := range []struct {
 		rule    string
 		mutate  func(*infrav1.TerraformMachineTemplate)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/captf/captf/hack/images/build"
 	"github.com/captf/captf/hack/manifest"
 	"github.com/captf/captf/test/nodeagent"
 	"github.com/captf/captf/test/testenv"
@@ -38,8 +40,8 @@ import (
 // Images the local system knows: the runner image (the controller's --runner-image) and the
 // sample module image of artifacts/samples.
 const (
-	RunnerImage     = "captf/runner:dev"
-	SampleNoopImage = "captf-samples/noop:v1"
+	RunnerImage     = "ghcr.io/captf/captf-manager:dev"
+	SampleNoopImage = "ghcr.io/captf/captf-sample-noop:dev"
 )
 
 // Names of the installation, as in artifacts/.
@@ -62,6 +64,10 @@ type Options struct {
 	// ClusterAPI runs Cluster API's core manager (bin/capi-manager) next to captf, with every
 	// CRD of Cluster API's core and its webhooks served on loopback.
 	ClusterAPI bool
+	// Deployments runs the controller and the API server as the install's Deployments: pods of
+	// the node agent, from images built from this tree and pulled from an in-process registry
+	// (startDeployments). Otherwise they run as local processes with the same flags.
+	Deployments bool
 }
 
 // Overlay is the install the system runs: the API server and the controller keep their own
@@ -98,6 +104,12 @@ type System struct {
 	webhookPort    int
 	webhookCertDir string
 
+	// deployments is Options.Deployments; registry serves the images and ports are the
+	// Deployments' loopback ports, in that mode.
+	deployments bool
+	registry    *httptest.Server
+	ports       ports
+
 	processes  []*process
 	agent      *nodeagent.Agent
 	agentDone  chan error
@@ -121,21 +133,36 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	s.BinDir = opts.BinDir
 	if s.BinDir == "" {
 		s.BinDir = filepath.Join(env.Dir, "bin")
-		if err := build(ctx, env.RepoRoot, s.BinDir); err != nil {
+		if err := buildBinaries(ctx, env.RepoRoot, s.BinDir); err != nil {
 			return s, err
 		}
 	}
 	if err := s.install(ctx); err != nil {
 		return s, err
 	}
-	if err := s.startNodeAgent(ctx, opts.Images); err != nil {
+	s.deployments = opts.Deployments
+	mirrors := map[string]string{}
+	if s.deployments {
+		host, err := s.serveImages(ctx)
+		if err != nil {
+			return s, err
+		}
+		mirrors[ImageRegistryHost] = host
+	}
+	if err := s.startNodeAgent(ctx, opts.Images, mirrors); err != nil {
 		return s, err
 	}
-	if err := s.startAPIServer(ctx); err != nil {
-		return s, err
-	}
-	if err := s.startController(ctx); err != nil {
-		return s, err
+	if s.deployments {
+		if err := s.startDeployments(ctx); err != nil {
+			return s, err
+		}
+	} else {
+		if err := s.startAPIServer(ctx); err != nil {
+			return s, err
+		}
+		if err := s.startController(ctx); err != nil {
+			return s, err
+		}
 	}
 	if opts.ClusterAPI {
 		if err := s.startClusterAPI(ctx); err != nil {
@@ -246,14 +273,10 @@ func (s *System) clusterAPIIdentity(ctx context.Context, dir string) (string, er
 	return s.Env.ServiceAccountKubeconfig(ctx, ClusterAPINamespace, ClusterAPIManagerSA)
 }
 
-// build compiles the three product binaries.
-func build(ctx context.Context, repo, dir string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/controller", "./cmd/apiserver", "./cmd/runner")
-	cmd.Dir = repo
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the binaries: %w\n%s", err, out)
-	}
-	return nil
+// buildBinaries compiles the three product binaries, static as the images hold them.
+func buildBinaries(ctx context.Context, repo, dir string) error {
+	_, err := build.BuildBinaries(ctx, repo, dir, build.Controller, build.APIServerBinary, build.Runner)
+	return err
 }
 
 // install applies the rendered install (Overlay) but what local processes replace: the
@@ -270,7 +293,7 @@ func (s *System) install(ctx context.Context) error {
 		switch {
 		case obj.GetKind() == "CustomResourceDefinition", obj.GetKind() == "Deployment",
 			obj.GetKind() == "APIService", obj.GetKind() == "ValidatingWebhookConfiguration",
-			obj.GetKind() == "Service" && obj.GetName() == APIServerSA:
+			obj.GetKind() == "Service" && (obj.GetName() == APIServerSA || obj.GetName() == webhookService):
 			continue
 		}
 		keep = append(keep, obj)
@@ -298,10 +321,12 @@ func (s *System) install(ctx context.Context) error {
 	return nil
 }
 
-func (s *System) startNodeAgent(ctx context.Context, extra map[string]nodeagent.Image) error {
-	images := map[string]nodeagent.Image{
-		RunnerImage:     {Paths: map[string]string{"/runner": filepath.Join(s.BinDir, "runner")}},
-		SampleNoopImage: s.ModuleImage(filepath.Join(s.Env.RepoRoot, "artifacts", "samples", "modules", "noop")),
+func (s *System) startNodeAgent(ctx context.Context, extra map[string]nodeagent.Image, mirrors map[string]string) error {
+	images := map[string]nodeagent.Image{}
+	if !s.deployments {
+		// Without the registry, the runner and the sample module image are mapped to files.
+		images[RunnerImage] = nodeagent.Image{Paths: map[string]string{"/runner": filepath.Join(s.BinDir, "runner")}}
+		images[SampleNoopImage] = s.ModuleImage(filepath.Join(s.Env.RepoRoot, "artifacts", "samples", "modules", "noop"))
 	}
 	for ref, img := range extra {
 		images[ref] = img
@@ -311,6 +336,8 @@ func (s *System) startNodeAgent(ctx context.Context, extra map[string]nodeagent.
 		WorkDir:            filepath.Join(s.Env.Dir, "nodeagent"),
 		Images:             images,
 		RewriteVolumeFiles: true,
+		Mirrors:            mirrors,
+		BindAllPods:        true,
 	})
 	if err != nil {
 		return err
@@ -370,6 +397,9 @@ func (s *System) startAPIServer(ctx context.Context) error {
 	if err := s.run("apiserver", filepath.Join(s.BinDir, "apiserver"), args...); err != nil {
 		return err
 	}
+	if err := s.waitForAPIServerTLS(ctx, port); err != nil {
+		return err
+	}
 	if err := s.Env.WaitForAPIService(ctx, APIServiceName, 2*time.Minute); err != nil {
 		return fmt.Errorf("%w; log: %s", err, tail(filepath.Join(s.LogDir, "apiserver.log")))
 	}
@@ -405,12 +435,25 @@ func (s *System) APIServerConfig() *rest.Config {
 }
 
 // RestartAPIServer stops the API server and starts it again, with validity as its
-// --serving-cert-validity (zero: the default).
-func (s *System) RestartAPIServer(ctx context.Context, validity time.Duration) error {
+// --serving-cert-validity (zero: the default). newSecret deletes its certificate's Secret while
+// it is stopped, so that it issues a new CA and certificate with that validity.
+func (s *System) RestartAPIServer(ctx context.Context, validity time.Duration, newSecret bool) error {
 	if err := s.StopProcess("apiserver"); err != nil {
 		return err
 	}
+	if newSecret {
+		kube, err := kubernetes.NewForConfig(s.Env.Config)
+		if err != nil {
+			return err
+		}
+		if err := kube.CoreV1().Secrets(Namespace).Delete(ctx, APIServerSecret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
 	s.APIServerCertValidity = validity
+	if s.deployments {
+		return s.restartAPIServerDeployment(ctx, validity)
+	}
 	return s.startAPIServer(ctx)
 }
 
@@ -581,8 +624,12 @@ func (s *System) run(name, path string, args ...string) error {
 }
 
 // StopProcess kills a running product binary at once (SIGKILL), as a crash would; StartController
-// starts the controller again.
+// starts the controller again. With Options.Deployments, name (controller or apiserver) names a
+// Deployment, scaled to zero with its pods killed.
 func (s *System) StopProcess(name string) error {
+	if s.deployments {
+		return s.scaleDeployment(context.Background(), "captf-"+name, 0)
+	}
 	for i, p := range s.processes {
 		if p.name == name {
 			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
@@ -595,7 +642,15 @@ func (s *System) StopProcess(name string) error {
 }
 
 // StartController starts the controller again after StopProcess.
-func (s *System) StartController(ctx context.Context) error { return s.startController(ctx) }
+func (s *System) StartController(ctx context.Context) error {
+	if s.deployments {
+		if err := s.scaleDeployment(ctx, "captf-controller", 1); err != nil {
+			return err
+		}
+		return s.waitForController(ctx)
+	}
+	return s.startController(ctx)
+}
 
 // Stop stops everything Start started.
 func (s *System) Stop() error {
@@ -610,11 +665,22 @@ func (s *System) Stop() error {
 		}
 	}
 	s.processes = nil
+	if s.agentStops != nil && s.deployments {
+		// The Deployments' pods first, while the API server still answers their last calls.
+		for _, name := range []string{"controller", "apiserver"} {
+			if err := s.StopProcess(name); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	if s.agentStops != nil {
 		s.agentStops()
 		if err := <-s.agentDone; err != nil && !errors.Is(err, context.Canceled) {
 			errs = append(errs, fmt.Errorf("node agent: %w", err))
 		}
+	}
+	if s.registry != nil {
+		s.registry.Close()
 	}
 	if s.Env != nil {
 		if err := s.Env.Stop(); err != nil {
@@ -624,17 +690,26 @@ func (s *System) Stop() error {
 	return errors.Join(errs...)
 }
 
-// Log returns the end of a process's log, for failure messages.
-func (s *System) Log(name string) string { return tail(filepath.Join(s.LogDir, name+".log")) }
+// Log returns the end of a process's log (controller, apiserver), for failure messages.
+func (s *System) Log(name string) string {
+	if s.deployments && (name == "controller" || name == "apiserver") {
+		return tailString(s.podLog(name))
+	}
+	return tail(filepath.Join(s.LogDir, name+".log"))
+}
 
 func tail(path string) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
 	}
+	return tailString(string(data))
+}
+
+func tailString(data string) string {
 	const maxTail = 4000
 	if len(data) > maxTail {
 		data = data[len(data)-maxTail:]
 	}
-	return string(data)
+	return data
 }

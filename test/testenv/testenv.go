@@ -234,8 +234,9 @@ func (e *Env) writeFrontProxy() error {
 	return nil
 }
 
-// startControllerManager runs the Job controller and the garbage collector, the two parts of
-// kube-controller-manager that captf's Jobs rely on.
+// startControllerManager runs the parts of kube-controller-manager captf relies on: the Job
+// controller and the garbage collector for its Jobs, the Deployment and ReplicaSet controllers
+// for the install's Deployments, and the aggregation of the user ClusterRoles.
 func (e *Env) startControllerManager(ctx context.Context) error {
 	port, err := freePort()
 	if err != nil {
@@ -255,7 +256,7 @@ func (e *Env) startControllerManager(ctx context.Context) error {
 		"--kubeconfig="+e.Kubeconfig,
 		"--authentication-kubeconfig="+e.Kubeconfig,
 		"--authorization-kubeconfig="+e.Kubeconfig,
-		"--controllers=job-controller,garbage-collector-controller,clusterrole-aggregation-controller",
+		"--controllers=job-controller,garbage-collector-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller",
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port="+strconv.Itoa(port),
