@@ -145,4 +145,3 @@ func fit(obj *unstructured.Unstructured) error {
 	}
 	return nil
 }
-
