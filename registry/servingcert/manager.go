@@ -42,8 +42,8 @@ type Config struct {
 	Validity time.Duration
 	// APIServices get the CA bundle as spec.caBundle.
 	APIServices []string
-	// ValidatingWebhooks and MutatingWebhooks get it as every webhook's clientConfig.caBundle.
-	ValidatingWebhooks, MutatingWebhooks []string
+	// ValidatingWebhooks get it as every webhook's clientConfig.caBundle.
+	ValidatingWebhooks []string
 	// ManagedBy is the value of ManagedByLabel on the Secret.
 	ManagedBy string
 	// Interval is how often the Secret is checked; defaults to a tenth of Validity, at most a
@@ -237,18 +237,6 @@ func (m *Manager) publishCABundle(ctx context.Context, caBundle []byte) error {
 			return out
 		}); err != nil {
 			return fmt.Errorf("writing the caBundle of ValidatingWebhookConfiguration %s: %w", name, err)
-		}
-	}
-	mutating := m.kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	for _, name := range m.cfg.MutatingWebhooks {
-		if err := publishToWebhooks(ctx, name, caBundle, mutating.Get, mutating.Update, func(c *admissionregistrationv1.MutatingWebhookConfiguration) []*admissionregistrationv1.WebhookClientConfig {
-			var out []*admissionregistrationv1.WebhookClientConfig
-			for i := range c.Webhooks {
-				out = append(out, &c.Webhooks[i].ClientConfig)
-			}
-			return out
-		}); err != nil {
-			return fmt.Errorf("writing the caBundle of MutatingWebhookConfiguration %s: %w", name, err)
 		}
 	}
 	return nil

@@ -165,3 +165,33 @@ func TestControllerMetricsNeedAuthorization(t *testing.T) {
 		t.Errorf("the install's scraper: %v", err)
 	}
 }
+
+// The controller and the API server run as the install's Deployments, from the images built
+// from this tree: each Deployment is Available, which needs its pod's readiness probe to pass,
+// and its pod runs the install's image, pulled by digest, under the install's ServiceAccount.
+func TestTheInstallRunsAsDeployments(t *testing.T) {
+	s := newSuite(t)
+	kube := kubernetes.NewForConfigOrDie(sys.Env.Config)
+	for _, name := range []string{"captf-controller", "captf-apiserver"} {
+		s.Eventually(name+" is Available", time.Minute, func(ctx context.Context) (bool, error) {
+			d, err := kube.AppsV1().Deployments(system.Namespace).Get(ctx, name, metav1.GetOptions{})
+			return err == nil && d.Status.AvailableReplicas == 1, nil
+		})
+		pods, err := kube.CoreV1().Pods(system.Namespace).List(s.Ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + name})
+		if err != nil || len(pods.Items) != 1 {
+			t.Fatalf("%s: pods %v, %v", name, pods, err)
+		}
+		pod := pods.Items[0]
+		if pod.Spec.ServiceAccountName != name {
+			t.Errorf("%s runs as %q", name, pod.Spec.ServiceAccountName)
+		}
+		st := pod.Status.ContainerStatuses[0]
+		repository, _, _ := strings.Cut(st.Image, ":")
+		if !strings.HasPrefix(st.Image, "ghcr.io/captf/captf-") || !strings.HasPrefix(st.ImageID, repository+"@sha256:") {
+			t.Errorf("%s runs image %q (ID %q), want the install's ghcr.io/captf/captf-… by digest", name, st.Image, st.ImageID)
+		}
+		if !st.Ready {
+			t.Errorf("%s is not ready", name)
+		}
+	}
+}

@@ -26,7 +26,7 @@ import (
 // stepsImage pushes the test module of testdata/modules/steps under ref, for one test.
 func (s *suite) stepsImage(ref string) string {
 	s.T.Helper()
-	if _, err := sys.PushImage(ref, sys.ModuleImage(filepath.Join(sys.Env.RepoRoot, "test", "e2e", "testdata", "modules", "steps"))); err != nil {
+	if _, err := sys.PushModuleImage(s.Ctx, ref, filepath.Join(sys.Env.RepoRoot, "test", "e2e", "testdata", "modules", "steps")); err != nil {
 		s.T.Fatal(err)
 	}
 	return ref
@@ -135,7 +135,7 @@ func runnerProcess(pod string) int {
 // it. It approves that blocked plan through plans/approval and returns the run it approved.
 func (s *suite) failThenRevert(name string, destroySleep int) runsv1alpha1.Run {
 	s.T.Helper()
-	image := s.stepsImage("captf-test/steps-" + name + ":v1")
+	image := s.stepsImage("ghcr.io/captf-test/steps-" + name + ":v1")
 	tc := s.Cluster(name, fmt.Sprintf(`{"name":%q}`, name), func(c *infrav1.TerraformCluster) { c.Spec.Source.Image = image })
 	s.waitRun(name, jobs.OpApply, 1, runsv1alpha1.RunPhaseSucceeded)
 	s.PatchVariables(tc, fmt.Sprintf(`{"extra":true,"fail":true,"destroy_sleep":%d}`, destroySleep))
@@ -190,7 +190,7 @@ func TestAnInterruptedApplyIsRetriedAtOnce(t *testing.T) {
 
 func TestAnApprovedApplyRunsTheCodeThatPlannedAfterTheTagMoves(t *testing.T) {
 	s := newSuite(t)
-	image := s.stepsImage("captf-test/steps-pinned:v1")
+	image := s.stepsImage("ghcr.io/captf-test/steps-pinned:v1")
 	tc := s.Cluster("pinned", `{"name":"pinned"}`, func(c *infrav1.TerraformCluster) {
 		c.Spec.Source.Image = image
 		c.Spec.ApplyPolicy = infrav1.ApplyPolicyManual
@@ -214,7 +214,7 @@ func TestAnApprovedApplyRunsTheCodeThatPlannedAfterTheTagMoves(t *testing.T) {
 		t.Fatalf("the plan Job records no image digest: %v", s.job(planRun.Name).Annotations)
 	}
 	// The tag now names other code: the sample module, whose plan would differ.
-	moved, err := sys.PushImage(image, sys.ModuleImage(filepath.Join(sys.Env.RepoRoot, "artifacts", "samples", "modules", "noop")))
+	moved, err := sys.PushModuleImage(s.Ctx, image, filepath.Join(sys.Env.RepoRoot, "artifacts", "samples", "modules", "noop"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
+
+	"github.com/captf/captf/hack/images/image"
 )
 
 // Defaults of Config.
@@ -149,7 +151,7 @@ func (cfg Config) complete() (Config, error) {
 	}
 	for host, mirror := range cfg.Mirrors {
 		// A mirror is a local test registry: the agent stays off every network but loopback.
-		if !isLoopbackHost(mirror) {
+		if !image.LoopbackRegistry(mirror) {
 			errs = append(errs, fmt.Errorf("Mirrors: the mirror %q of %q is not on a loopback address", mirror, host))
 		}
 	}
@@ -177,7 +179,7 @@ func requireLoopback(host string) error {
 		raw = "https://" + raw
 	}
 	u, err := url.Parse(raw)
-	if err == nil && u.Hostname() != "" && isLoopbackHost(u.Hostname()) {
+	if err == nil && u.Hostname() != "" && image.LoopbackRegistry(u.Hostname()) {
 		return nil
 	}
 	return fmt.Errorf("RESTConfig.Host %q is not on a loopback address (localhost, 127.0.0.0/8, ::1): the node agent runs pods as local processes without isolation and serves local control planes only", host)

@@ -13,10 +13,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/captf/captf/hack/images/image"
 )
 
 // unpackingPrefix names the directories in which images are unpacked before they are renamed
@@ -106,7 +107,7 @@ func (s *imageStore) present(ref string) (*pulledImage, bool) {
 // pull resolves ref at its registry, as a pull does, and unpacks the image unless its digest
 // already is. The error is the registry's.
 func (s *imageStore) pull(ctx context.Context, ref string) (*pulledImage, error) {
-	r, err := parseImageReference(mirrored(ref, s.mirrors))
+	r, err := image.ParseReference(mirrored(ref, s.mirrors))
 	if err != nil {
 		return nil, err
 	}
@@ -210,34 +211,6 @@ func mirrored(ref string, mirrors map[string]string) string {
 		return mirror + "/" + rest
 	}
 	return ref
-}
-
-// parseImageReference parses a pod's image reference for go-containerregistry; a registry on
-// a loopback address is spoken to over plain HTTP, as a local test registry serves.
-func parseImageReference(ref string) (name.Reference, error) {
-	r, err := name.ParseReference(ref)
-	if err != nil {
-		return nil, err
-	}
-	if isLoopbackHost(r.Context().RegistryStr()) {
-		return name.ParseReference(ref, name.Insecure)
-	}
-	return r, nil
-}
-
-// isLoopbackHost reports whether a host, with an optional port, is localhost or a loopback
-// address (127.0.0.0/8, ::1).
-func isLoopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // neverPullError is an image a container may not pull (imagePullPolicy Never) and the node does

@@ -127,28 +127,6 @@ func TestAPullOfAMissingImageGivesTheRegistryError(t *testing.T) {
 	}
 }
 
-func TestLoopbackHosts(t *testing.T) {
-	for _, rule := range []struct {
-		host     string
-		loopback bool
-	}{
-		{"127.0.0.1:5000", true},
-		{"127.1.2.3", true},
-		{"localhost:5000", true},
-		{"LOCALHOST", true},
-		{"[::1]:5000", true},
-		{"::1", true},
-		{"10.0.0.1:5000", false},
-		{"ghcr.io", false},
-		{"index.docker.io", false},
-		{"localhost.example.com", false},
-	} {
-		if got := isLoopbackHost(rule.host); got != rule.loopback {
-			t.Errorf("isLoopbackHost(%q) = %v", rule.host, got)
-		}
-	}
-}
-
 func TestPullPolicyDefaultsAsTheAPIServer(t *testing.T) {
 	for _, rule := range []struct {
 		name  string

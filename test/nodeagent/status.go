@@ -124,7 +124,7 @@ func (w *podWorker) snapshotLocked() corev1.PodStatus {
 		}
 	}
 	for _, c := range st.main {
-		if c.state.Running == nil {
+		if c.state.Running == nil || !c.ready {
 			notReady = append(notReady, c.spec.Name)
 		}
 	}
@@ -158,7 +158,7 @@ func (w *podWorker) snapshotLocked() corev1.PodStatus {
 // status renders one container's status.
 func (c *containerState) status() corev1.ContainerStatus {
 	running := c.state.Running != nil
-	ready := running
+	ready := running && c.ready
 	if c.init {
 		ready = c.state.Terminated != nil && c.state.Terminated.ExitCode == 0
 	}

@@ -116,6 +116,9 @@ type containerState struct {
 	restarts    int32
 	containerID string
 	imageID     string
+	// ready is the readiness probe's verdict while the container runs; a container without
+	// one is ready once it runs.
+	ready bool
 }
 
 func newPodWorker(a *Agent, key string, pod *corev1.Pod) *podWorker {
@@ -785,6 +788,7 @@ func (w *podWorker) execute(ctx context.Context, pod *corev1.Pod, c *containerSt
 	c.containerID = fmt.Sprintf("local-process://%d", p.Pid())
 	c.imageID = imageID
 	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}
+	c.ready = c.spec.ReadinessProbe == nil
 	if !c.init && w.state.phase == corev1.PodPending {
 		w.state.phase = corev1.PodRunning
 	}
@@ -792,6 +796,9 @@ func (w *podWorker) execute(ctx context.Context, pod *corev1.Pod, c *containerSt
 	w.event(pod, name, corev1.EventTypeNormal, "Started", "Started container "+name)
 	w.log.V(1).Info("started container", "container", name, "pid", p.Pid(), "args", spec.args)
 	w.report(ctx)
+	if !c.init {
+		w.probeContainer(ctx, pod, c, p)
+	}
 
 	w.waitProcess(ctx, pod, c, p)
 	if ctx.Err() != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,19 +46,24 @@ const ImageVersion = "dev"
 func (s *System) serveImages(ctx context.Context) (string, error) {
 	s.registry = httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	host := strings.TrimPrefix(s.registry.URL, "http://")
-	binaries := map[string]string{}
-	for name, path := range map[string]string{
+	binaries := map[string]string{
 		build.Controller:      filepath.Join(s.BinDir, build.Controller),
 		build.Runner:          filepath.Join(s.BinDir, build.Runner),
 		build.APIServerBinary: filepath.Join(s.BinDir, build.APIServerBinary),
 		build.Tofu:            filepath.Join(s.Env.BinDir, testenv.TofuBinary),
-	} {
-		// A dynamically linked binary (an older bin/tofu) cannot go into an image: the build
-		// makes a static one instead.
-		if static(path) {
-			binaries[name] = path
+	}
+	for name, path := range binaries {
+		// A dynamically linked binary (an older bin/tofu) cannot go into an image: build a
+		// static one.
+		if !static(path) {
+			built, err := build.BuildBinaries(ctx, s.Env.RepoRoot, filepath.Join(s.Env.Dir, "static"), name)
+			if err != nil {
+				return "", err
+			}
+			binaries[name] = built[name]
 		}
 	}
+	s.tofu = binaries[build.Tofu]
 	images, err := build.Images(ctx, build.Options{
 		Repository: host + "/captf/",
 		Version:    ImageVersion,
@@ -72,6 +78,28 @@ func (s *System) serveImages(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return host, nil
+}
+
+// pushModuleImage builds the module image of dir and pushes it to the system's registry as ref,
+// which must be under ImageRegistryHost, the host the node agent mirrors.
+func (s *System) pushModuleImage(ctx context.Context, ref, dir string) (string, error) {
+	path, ok := strings.CutPrefix(ref, ImageRegistryHost+"/")
+	if !ok {
+		return "", fmt.Errorf("image %q: the system's registry serves %s/ only", ref, ImageRegistryHost)
+	}
+	img, err := build.ModuleImage(dir, s.tofu, ImageVersion, "https://github.com/captf/captf")
+	if err != nil {
+		return "", err
+	}
+	local := strings.TrimPrefix(s.registry.URL, "http://") + "/" + path
+	if err := image.Push(ctx, map[string]v1.Image{local: img}); err != nil {
+		return "", err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	return digest.String(), nil
 }
 
 // static reports whether path is an ELF executable without a program interpreter.

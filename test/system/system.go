@@ -109,6 +109,8 @@ type System struct {
 	deployments bool
 	registry    *httptest.Server
 	ports       ports
+	// tofu is the static OpenTofu the module images hold.
+	tofu string
 
 	processes  []*process
 	agent      *nodeagent.Agent
@@ -326,7 +328,7 @@ func (s *System) startNodeAgent(ctx context.Context, extra map[string]nodeagent.
 	if !s.deployments {
 		// Without the registry, the runner and the sample module image are mapped to files.
 		images[RunnerImage] = nodeagent.Image{Paths: map[string]string{"/runner": filepath.Join(s.BinDir, "runner")}}
-		images[SampleNoopImage] = s.ModuleImage(filepath.Join(s.Env.RepoRoot, "artifacts", "samples", "modules", "noop"))
+		images[SampleNoopImage] = s.moduleImage(filepath.Join(s.Env.RepoRoot, "artifacts", "samples", "modules", "noop"))
 	}
 	for ref, img := range extra {
 		images[ref] = img
@@ -348,27 +350,26 @@ func (s *System) startNodeAgent(ctx context.Context, extra map[string]nodeagent.
 	return nil
 }
 
-// ModuleImage is the mapping of a module image whose module is the directory dir, with
-// OpenTofu from bin/ as its runtime, as SampleNoopImage's; give it to PushImage.
-func (s *System) ModuleImage(dir string) nodeagent.Image {
+// moduleImage is the mapping of a module image whose module is the directory dir, with
+// OpenTofu from bin/ as its runtime, for the node agent without a registry.
+func (s *System) moduleImage(dir string) nodeagent.Image {
 	return nodeagent.Image{Paths: map[string]string{
 		"/captf/module":  dir,
 		"/captf/runtime": filepath.Join(s.Env.BinDir, testenv.TofuBinary),
 	}}
 }
 
-// PushImage re-pushes the image reference ref (a name and tag, e.g. SampleNoopImage) in the
-// node agent, as pushing to a registry: Jobs that start afterwards and name ref run img, while
-// <repository>@<old digest> still runs what ref was before. It returns img's digest
-// (sha256:<hex>), which pods report in their containers' imageID as <repository>@<digest>.
-func (s *System) PushImage(ref string, img nodeagent.Image) (string, error) {
-	return s.agent.PushImage(ref, img)
-}
-
-// ImageDigest returns the digest (sha256:<hex>) the image reference ref points to now in the
-// node agent.
-func (s *System) ImageDigest(ref string) (string, error) {
-	return s.agent.ImageDigest(ref)
+// PushModuleImage pushes a module image under ref (a name and tag under ImageRegistryHost, e.g.
+// SampleNoopImage): the module directory dir with OpenTofu as its runtime. Jobs that start
+// afterwards and name ref run it, while <repository>@<old digest> still runs what ref was
+// before. With Options.Deployments the image is built and pushed to the system's registry;
+// otherwise the node agent maps ref to the files. It returns the image's digest (sha256:<hex>),
+// which pods report in their containers' imageID as <repository>@<digest>.
+func (s *System) PushModuleImage(ctx context.Context, ref, dir string) (string, error) {
+	if !s.deployments {
+		return s.agent.PushImage(ref, s.moduleImage(dir))
+	}
+	return s.pushModuleImage(ctx, ref, dir)
 }
 
 // startAPIServer runs the API server the way the install's Deployment does, keeping its own
