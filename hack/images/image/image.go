@@ -46,8 +46,8 @@ type Spec struct {
 	Files map[string]string
 	// Dirs maps a path in the image to a local directory copied there with its tree: files
 	// with mode 0755 when the local file is executable, else 0644, directories 0755. The
-	// tree holds only regular files and directories, so that it reads the same on every
-	// machine.
+	// tree holds only regular files (a symbolic link to one is copied as the file) and
+	// directories, so that it reads the same on every machine.
 	Dirs map[string]string
 	// Entrypoint is the image's entrypoint; a pod's command replaces it.
 	Entrypoint []string
@@ -183,13 +183,16 @@ func dirEntries(dst, src string) ([]entry, error) {
 		case d.IsDir():
 			out = append(out, entry{name: name + "/", dir: true, mode: 0o755})
 			return nil
-		case !d.Type().IsRegular():
-			// A symlink or device would make the image depend on this machine.
-			return fmt.Errorf("%s: only regular files and directories go into an image", p)
 		}
-		info, err := d.Info()
+		// A symlink to a file is copied as the file it names: a link out of the tree would
+		// dangle in the image. Anything else (a link to a directory, a device) would make the
+		// image depend on this machine.
+		info, err := os.Stat(p)
 		if err != nil {
 			return err
+		}
+		if !info.Mode().IsRegular() {
+			return fmt.Errorf("%s: only regular files, links to them and directories go into an image", p)
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {

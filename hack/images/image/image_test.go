@@ -148,8 +148,17 @@ func TestADirectoryIsCopiedWithItsTree(t *testing.T) {
 		}, func(fs map[string]*tar.Header) bool {
 			return fs["m/a.tf"].Mode == 0o644 && fs["m/sub/run.sh"].Mode == 0o755 && fs["m/sub"].Mode == 0o755 && fs["m"].Typeflag == tar.TypeDir
 		}, false},
-		{"a symlink is refused", func(dir string) error {
-			return os.Symlink("/etc/passwd", filepath.Join(dir, "link"))
+		{"a symlink to a file out of the tree is copied as the file", func(dir string) error {
+			target := filepath.Join(filepath.Dir(dir), "shared.tf")
+			if err := os.WriteFile(target, []byte("shared"), 0o644); err != nil {
+				return err
+			}
+			return os.Symlink(target, filepath.Join(dir, "link.tf"))
+		}, func(fs map[string]*tar.Header) bool {
+			return fs["m/link.tf"] != nil && fs["m/link.tf"].Typeflag == tar.TypeReg && fs["m/link.tf"].Size == int64(len("shared"))
+		}, false},
+		{"a symlink to a directory is refused", func(dir string) error {
+			return os.Symlink(os.TempDir(), filepath.Join(dir, "link"))
 		}, nil, true},
 	} {
 		t.Run(rule.name, func(t *testing.T) {
