@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/captf/captf/hack/images/build"
@@ -344,22 +345,27 @@ func (s *System) restartAPIServerDeployment(ctx context.Context, validity time.D
 		return err
 	}
 	deployments := kube.AppsV1().Deployments(Namespace)
-	d, err := deployments.Get(ctx, "captf-apiserver", metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	c := &d.Spec.Template.Spec.Containers[0]
-	var args []string
-	for _, a := range c.Args {
-		if !strings.HasPrefix(a, "--serving-cert-validity=") {
-			args = append(args, a)
+	// The Deployment controller writes the object too: retry on a conflict.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := deployments.Get(ctx, "captf-apiserver", metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-	}
-	if validity != 0 {
-		args = append(args, "--serving-cert-validity="+validity.String())
-	}
-	c.Args, d.Spec.Replicas = args, ptr.To[int32](1)
-	if _, err := deployments.Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		c := &d.Spec.Template.Spec.Containers[0]
+		var args []string
+		for _, a := range c.Args {
+			if !strings.HasPrefix(a, "--serving-cert-validity=") {
+				args = append(args, a)
+			}
+		}
+		if validity != 0 {
+			args = append(args, "--serving-cert-validity="+validity.String())
+		}
+		c.Args, d.Spec.Replicas = args, ptr.To[int32](1)
+		_, err = deployments.Update(ctx, d, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	if err := s.waitForAPIServerTLS(ctx, s.ports.apiServer); err != nil {
