@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -227,46 +226,29 @@ func (m *Manager) publishCABundle(ctx context.Context, caBundle []byte) error {
 		}
 		m.log.Info("Wrote the CA bundle", "apiService", name)
 	}
-	validating := m.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	webhooks := m.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	for _, name := range m.cfg.ValidatingWebhooks {
-		if err := publishToWebhooks(ctx, name, caBundle, validating.Get, validating.Update, func(c *admissionregistrationv1.ValidatingWebhookConfiguration) []*admissionregistrationv1.WebhookClientConfig {
-			var out []*admissionregistrationv1.WebhookClientConfig
-			for i := range c.Webhooks {
-				out = append(out, &c.Webhooks[i].ClientConfig)
+		if err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			cfg, err := webhooks.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
 			}
-			return out
+			changed := false
+			for i := range cfg.Webhooks {
+				if !bytes.Equal(cfg.Webhooks[i].ClientConfig.CABundle, caBundle) {
+					cfg.Webhooks[i].ClientConfig.CABundle, changed = caBundle, true
+				}
+			}
+			if !changed {
+				return nil
+			}
+			_, err = webhooks.Update(ctx, cfg, metav1.UpdateOptions{})
+			return err
 		}); err != nil {
 			return fmt.Errorf("writing the caBundle of ValidatingWebhookConfiguration %s: %w", name, err)
 		}
 	}
 	return nil
-}
-
-// publishToWebhooks sets caBundle in every webhook of one configuration, read and updated
-// through get and update, unless all have it already.
-func publishToWebhooks[T any](
-	ctx context.Context, name string, caBundle []byte,
-	get func(context.Context, string, metav1.GetOptions) (T, error),
-	update func(context.Context, T, metav1.UpdateOptions) (T, error),
-	clientConfigs func(T) []*admissionregistrationv1.WebhookClientConfig,
-) error {
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cfg, err := get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		changed := false
-		for _, cc := range clientConfigs(cfg) {
-			if !bytes.Equal(cc.CABundle, caBundle) {
-				cc.CABundle, changed = caBundle, true
-			}
-		}
-		if !changed {
-			return nil
-		}
-		_, err = update(ctx, cfg, metav1.UpdateOptions{})
-		return err
-	})
 }
 
 // serve makes the bundle's pair the one served, telling the listeners when it changed.
