@@ -160,6 +160,13 @@ func (r *runner) run(ctx context.Context) {
 		r.fail(jobs.ErrorKindStep, StepPrepare, err.Error())
 		return
 	}
+	backendConfig, api, err := startStateAPI(r.o.BackendConfig, filepath.Dir(r.rootDir))
+	if err != nil {
+		r.fail(jobs.ErrorKindStep, StepPrepare, err.Error())
+		return
+	}
+	defer api.stop()
+	r.o.BackendConfig = backendConfig
 	r.runtimeVersion(ctx)
 
 	if !r.init(ctx) {
