@@ -88,9 +88,13 @@ func TestManagerRunsAJobUnderItsShippedRBAC(t *testing.T) {
 		err := admin.Get(ctx, client.ObjectKey{Namespace: "mgr", Name: jobs.RunSecretName(job.Name)}, &secret)
 		return err == nil, client.IgnoreNotFound(err)
 	})
+	identity := jobs.RunnerIdentityName(jobs.StateSecretSuffix("mgr", jobs.KindCluster, "web"))
 	var binding rbacv1.RoleBinding
-	if err := admin.Get(ctx, client.ObjectKey{Namespace: "mgr", Name: "captf-runner"}, &binding); err != nil || binding.RoleRef.Name != "captf-runner" {
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: "mgr", Name: identity}, &binding); err != nil || binding.RoleRef.Kind != "Role" || binding.RoleRef.Name != identity {
 		t.Fatalf("runner RoleBinding = %+v (%v)", binding, err)
+	}
+	if job.Spec.Template.Spec.ServiceAccountName != identity {
+		t.Fatalf("the Job runs as %q, want the object's own runner identity %q", job.Spec.Template.Spec.ServiceAccountName, identity)
 	}
 	eventually(t, "status.activeJob names the Job", func(ctx context.Context) (bool, error) {
 		err := admin.Get(ctx, client.ObjectKeyFromObject(tc), tc)
@@ -126,13 +130,17 @@ func TestManagerRunsAJobUnderItsShippedRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	labels := jobs.OwnerLabels(jobs.KindCluster, "web")
-	labels["tfstate"] = "true"
-	stateSecret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "mgr", Name: state.SecretName(jobs.StateSecretSuffix("mgr", jobs.KindCluster, "web")), Labels: labels},
-		Data:       map[string][]byte{"tfstate": data},
+	// The controller created the state Secret, empty and labelled as the backend labels it, so
+	// the runner needs no create right.
+	stateSecret := &corev1.Secret{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: "mgr", Name: state.SecretName(jobs.StateSecretSuffix("mgr", jobs.KindCluster, "web"))}, stateSecret); err != nil {
+		t.Fatal(err)
 	}
-	if err := admin.Create(ctx, stateSecret); err != nil {
+	if len(stateSecret.Data) != 0 || stateSecret.Labels["tfstate"] != "true" || stateSecret.Labels[jobs.LabelManaged] != jobs.ManagedValue {
+		t.Fatalf("the state Secret the controller created: labels %v, %d data keys", stateSecret.Labels, len(stateSecret.Data))
+	}
+	stateSecret.Data = map[string][]byte{"tfstate": data}
+	if err := admin.Update(ctx, stateSecret); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the state Secret's event brings a pass that reads serial 7", func(ctx context.Context) (bool, error) {

@@ -68,7 +68,7 @@ func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	}
 	// Nothing reads managed fields; for a Job they are a large part of what the cache holds.
 	opts.Cache.DefaultTransform = cache.TransformStripManagedFields()
-	opts.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &coordinationv1.Lease{}, &corev1.Pod{}, &corev1.ServiceAccount{}, &rbacv1.RoleBinding{}}}
+	opts.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &coordinationv1.Lease{}, &corev1.Pod{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}}}
 	return opts
 }
 

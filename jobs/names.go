@@ -292,6 +292,13 @@ func RunLeaseName(stateSecretSuffix string) string {
 	return "captf-run-" + stateSecretSuffix
 }
 
+// RunnerIdentityName returns captf-runner-<state suffix>, the name of the ServiceAccount, Role
+// and RoleBinding a run of the object uses by default. One identity per object lets RBAC name the
+// only state Secret and lock Lease it may touch.
+func RunnerIdentityName(stateSecretSuffix string) string {
+	return "captf-runner-" + stateSecretSuffix
+}
+
 // hash16 returns the first 16 hex characters of the SHA-256 of s.
 func hash16(s string) string {
 	sum := sha256.Sum256([]byte(s))

@@ -286,6 +286,7 @@ func TestSecretAndLeaseNames(t *testing.T) {
 		{"the plan key Secret is captf-plankey-<kindshort>-<name>", PlanKeySecretName(KindMachinePool, "pool"), "captf-plankey-mp-pool"},
 		{"the state suffix is 16 hex of SHA-256(<ns>/<kind>/<name>), - and the kindshort", StateSecretSuffix("ns", KindCluster, "web"), "a20ede73daff5e63-c"},
 		{"the run lease is captf-run-<state suffix>", RunLeaseName("a20ede73daff5e63-c"), "captf-run-a20ede73daff5e63-c"},
+		{"the runner identity is captf-runner-<state suffix>", RunnerIdentityName("a20ede73daff5e63-c"), "captf-runner-a20ede73daff5e63-c"},
 		{"a durable inputs Secret name past 253 is a prefix and 16 hex of a hash", InputsSecretName(KindMachine, long),
 			("captf-inputs-m-" + long)[:253-17] + "-" + hash16("captf-inputs-m-"+long)},
 		{"a plan key Secret name past 253 is shortened too", PlanKeySecretName(KindMachine, long),

@@ -21,7 +21,6 @@ import (
 const (
 	DefaultActiveDeadlineSeconds = 3600
 	DefaultLockTimeoutSeconds    = 300
-	DefaultServiceAccountName    = "captf-runner"
 	// TerminationGracePeriodSeconds gives OpenTofu time to stop cleanly and release its lock.
 	TerminationGracePeriodSeconds = 600
 	// stopTimeoutSeconds is the grace period less a margin, so the runner writes its result
@@ -137,11 +136,18 @@ func Build(p Params) *batchv1.Job {
 	}
 }
 
-func podSpec(p Params) corev1.PodSpec {
-	serviceAccount := p.Policy.ServiceAccountName
-	if serviceAccount == "" {
-		serviceAccount = DefaultServiceAccountName
+// ServiceAccountName is the identity an object's runs use: the policy's override, or the
+// object's own runner identity (jobs.RunnerIdentityName), whose Role names only its state Secret
+// and lock Lease.
+func ServiceAccountName(policy infrav1.JobPolicy, stateSuffix string) string {
+	if policy.ServiceAccountName != "" {
+		return policy.ServiceAccountName
 	}
+	return jobs.RunnerIdentityName(stateSuffix)
+}
+
+func podSpec(p Params) corev1.PodSpec {
+	serviceAccount := ServiceAccountName(p.Policy, p.StateSuffix)
 	volumes := []corev1.Volume{
 		{Name: "runner", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},

@@ -33,6 +33,17 @@ const InputsHashAnnotation = "captf.io/inputs-hash"
 // SecretName is the name of the state Secret of a backend secret suffix.
 func SecretName(suffix string) string { return "tfstate-" + Workspace + "-" + suffix }
 
+// BackendOwnLabels are the labels the kubernetes backend itself puts on the state Secret and lock
+// Lease of a secret suffix, beside those of its labels setting.
+func BackendOwnLabels(suffix string) map[string]string {
+	return map[string]string{
+		"tfstate":                      "true",
+		"tfstateSecretSuffix":          suffix,
+		"tfstateWorkspace":             Workspace,
+		"app.kubernetes.io/managed-by": "terraform",
+	}
+}
+
 // LockLeaseName is the name of the Lease that locks the state of a backend secret suffix.
 func LockLeaseName(suffix string) string { return "lock-" + SecretName(suffix) }
 

@@ -2,24 +2,24 @@ package workspace
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/jobspec"
+	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
 )
-
-// RunnerClusterRole is the ClusterRole the controller binds to the runner ServiceAccount of
-// each namespace it runs Jobs in (shipped in artifacts/controller/rbac.yaml).
-const RunnerClusterRole = "captf-runner"
 
 // LabelRunner opts a ServiceAccount in as the identity of an object's Jobs
 // (spec.jobs.serviceAccountName); its value must be "true".
@@ -58,30 +58,48 @@ func (p *pass) runnerServiceAccountReady(ctx context.Context) (bool, error) {
 	return problem == "", nil
 }
 
-// ensureRunnerIdentity makes sure the default runner ServiceAccount exists in the object's
-// namespace and may keep the state there. An override ServiceAccount is the user's to set up.
+// ensureRunnerIdentity makes sure the run can keep its state and nothing else. It creates the
+// state Secret and its lock Lease when missing, empty, so the runner never needs create rights
+// (RBAC cannot limit a create to a name). Without a serviceAccountName override it also creates
+// the object's own runner identity: a ServiceAccount, a Role that may only get and update those
+// two objects by name, and the RoleBinding between them. All of it carries the managed label, so
+// the metadata cache knows it exists, and the identity is owned by the object, so it goes with it.
 func (p *pass) ensureRunnerIdentity(ctx context.Context) error {
-	if p.obj.WorkspaceSpec().Jobs.ServiceAccountName != "" {
-		return nil
-	}
-	ns := p.obj.GetNamespace()
-	name := jobspec.DefaultServiceAccountName
-	labels := map[string]string{jobs.LabelManaged: jobs.ManagedValue}
-	identity := []struct {
+	ns, suffix := p.obj.GetNamespace(), p.stateSuffix()
+	backendLabels := p.backendLabels()
+	owned := []metav1.OwnerReference{p.ownerRef(false)}
+	wanted := []struct {
 		obj client.Object
 		gvk schema.GroupVersionKind
 	}{
-		{&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}}, serviceAccountGVK},
-		{&rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: RunnerClusterRole},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
-		}, roleBindingGVK},
+		{&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: state.SecretName(suffix), Namespace: ns, Labels: backendLabels, Annotations: map[string]string{"encoding": "gzip"}},
+			Type:       corev1.SecretTypeOpaque,
+		}, secretGVK},
+		{&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: state.LockLeaseName(suffix), Namespace: ns, Labels: backendLabels}}, leaseGVK},
 	}
-	for _, id := range identity {
-		obj := id.obj
-		// Ours carry the managed label, so the metadata cache knows they exist.
-		if _, found, err := cachedMetadata(ctx, p.r.Metadata, id.gvk, client.ObjectKeyFromObject(obj)); err == nil && found {
+	if p.obj.WorkspaceSpec().Jobs.ServiceAccountName == "" {
+		name := jobs.RunnerIdentityName(suffix)
+		labels := p.ownerLabels()
+		meta := func() metav1.ObjectMeta {
+			return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, OwnerReferences: owned}
+		}
+		wanted = append(wanted, []struct {
+			obj client.Object
+			gvk schema.GroupVersionKind
+		}{
+			{&corev1.ServiceAccount{ObjectMeta: meta()}, serviceAccountGVK},
+			{&rbacv1.Role{ObjectMeta: meta(), Rules: RunnerRules(suffix)}, roleGVK},
+			{&rbacv1.RoleBinding{
+				ObjectMeta: meta(),
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+				Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
+			}, roleBindingGVK},
+		}...)
+	}
+	for _, w := range wanted {
+		obj := w.obj
+		if _, found, err := cachedMetadata(ctx, p.r.Metadata, w.gvk, client.ObjectKeyFromObject(obj)); err == nil && found {
 			continue
 		}
 		err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
@@ -89,11 +107,34 @@ func (p *pass) ensureRunnerIdentity(ctx context.Context) error {
 			continue
 		}
 		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("reading the runner's %T: %w", obj, err)
+			return fmt.Errorf("reading the runner's %s %s: %w", w.gvk.Kind, obj.GetName(), err)
 		}
 		if err := p.r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating the runner's %T: %w", obj, err)
+			return fmt.Errorf("creating the runner's %s %s: %w", w.gvk.Kind, obj.GetName(), err)
 		}
+		logf.FromContext(ctx).Info("created what the runner needs", "kind", w.gvk.Kind, "name", obj.GetName())
 	}
 	return nil
+}
+
+// RunnerRules are the rules of an object's runner Role: get and update of its own state Secret
+// and lock Lease, by name, and nothing else. In particular no list: a list returns every Secret's
+// data. The runner serves the backend's one list (of workspaces) itself.
+func RunnerRules(stateSuffix string) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}, ResourceNames: []string{state.SecretName(stateSuffix)}},
+		{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, Verbs: []string{"get", "update"}, ResourceNames: []string{state.LockLeaseName(stateSuffix)}},
+	}
+}
+
+// backendLabels are the labels the kubernetes backend would put on the state Secret and lock
+// Lease it creates: the Job's backend labels setting and the backend's own.
+func (p *pass) backendLabels() map[string]string {
+	var labels map[string]string
+	// BackendLabels is JSON of a string map; it cannot fail to decode.
+	_ = json.Unmarshal([]byte(jobspec.BackendLabels(p.r.Kind, p.obj.GetName(), p.obj.GetLabels()[jobs.LabelClusterName])), &labels)
+	for k, v := range state.BackendOwnLabels(p.stateSuffix()) {
+		labels[k] = v
+	}
+	return labels
 }

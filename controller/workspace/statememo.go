@@ -21,12 +21,13 @@ var (
 	secretGVK         = corev1.SchemeGroupVersion.WithKind("Secret")
 	leaseGVK          = coordinationv1.SchemeGroupVersion.WithKind("Lease")
 	serviceAccountGVK = corev1.SchemeGroupVersion.WithKind("ServiceAccount")
+	roleGVK           = rbacv1.SchemeGroupVersion.WithKind("Role")
 	roleBindingGVK    = rbacv1.SchemeGroupVersion.WithKind("RoleBinding")
 )
 
 // MetadataKinds are the kinds a Reconciler reads through Metadata; the manager must cache the
 // metadata of their objects labelled captf.io/managed=true.
-var MetadataKinds = []schema.GroupVersionKind{secretGVK, leaseGVK, serviceAccountGVK, roleBindingGVK}
+var MetadataKinds = []schema.GroupVersionKind{secretGVK, leaseGVK, serviceAccountGVK, roleGVK, roleBindingGVK}
 
 // stateMemo remembers, per state Secret, what the last live read of it found: the state as
 // read (without its outputs, so no state data stays in memory) and the Secret's

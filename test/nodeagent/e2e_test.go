@@ -95,8 +95,11 @@ func runJobEndToEnd(t *testing.T, runnerImage, moduleImage string, mut func(*nod
 	})
 	ctx := context.Background()
 
-	// What the controller sets up in a namespace: the runner's ServiceAccount and its rights.
-	_, err := f.client.CoreV1().ServiceAccounts(f.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: jobspec.DefaultServiceAccountName}}, metav1.CreateOptions{})
+	// A runner ServiceAccount and rights to keep any state: the agent is under test here, and the
+	// runner's least rights are proven in test/reliability/authz.
+	suffix := jobs.StateSecretSuffix(f.ns, jobs.KindCluster, "e2e")
+	serviceAccount := jobspec.ServiceAccountName(infrav1.JobPolicy{}, suffix)
+	_, err := f.client.CoreV1().ServiceAccounts(f.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: serviceAccount}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +116,7 @@ func runJobEndToEnd(t *testing.T, runnerImage, moduleImage string, mut func(*nod
 	_, err = f.client.RbacV1().RoleBindings(f.ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "captf-runner"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "captf-runner"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: jobspec.DefaultServiceAccountName, Namespace: f.ns}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: serviceAccount, Namespace: f.ns}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +127,6 @@ func runJobEndToEnd(t *testing.T, runnerImage, moduleImage string, mut func(*nod
 	if err != nil {
 		t.Fatal(err)
 	}
-	suffix := jobs.StateSecretSuffix(f.ns, jobs.KindCluster, "e2e")
 	job := jobspec.Build(jobspec.Params{
 		Kind:        jobs.KindCluster,
 		Namespace:   f.ns,
