@@ -134,7 +134,9 @@ type JobPolicy struct {
 	// +kubebuilder:validation:Maximum=3600
 	LockTimeoutSeconds *int64 `json:"lockTimeoutSeconds,omitempty"`
 
-	// serviceAccountName runs the Jobs under another ServiceAccount than captf-runner.
+	// serviceAccountName runs the Jobs under another ServiceAccount than the object's own runner
+	// identity (captf-runner-<state suffix>). It must carry the label captf.io/runner=true and needs
+	// get and update on the object's state Secret and lock Lease.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
