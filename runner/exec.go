@@ -79,13 +79,17 @@ func (r *runner) execStep(ctx context.Context, spec stepSpec) stepOutcome {
 	var captured bytes.Buffer
 	stdoutTail := newRingBuffer(maxStdoutTail)
 	stderrTail := newRingBuffer(maxStderrTail)
-	var stdout io.Writer = io.MultiWriter(r.stdout, stdoutTail)
+	// The log gets the output line by line and scrubbed; the tails keep it as printed, in
+	// memory only, for the error tail and the change counts.
+	stdoutLog := newLogWriter(r.stdout, &r.secrets)
+	stderrLog := newLogWriter(r.stderr, &r.secrets)
+	var stdout io.Writer = io.MultiWriter(stdoutLog, stdoutTail)
 	if spec.capture {
 		stdout = &captured
 	}
 	// Own pipes, not exec's: Wait then returns when the runtime exits, and the runner decides
 	// how long to keep reading output a left-behind child may still hold open.
-	pipes, err := newOutputPipes(cmd, stdout, io.MultiWriter(r.stderr, stderrTail))
+	pipes, err := newOutputPipes(cmd, stdout, io.MultiWriter(stderrLog, stderrTail))
 	if err != nil {
 		return stepOutcome{exit: -1, startErr: err}
 	}
@@ -131,6 +135,8 @@ func (r *runner) execStep(ctx context.Context, spec stepSpec) stepOutcome {
 	if !pipes.drain(pipeDrainDelay) {
 		r.logf("step %s: output stayed open after the runtime exited; stopped reading it", spec.name)
 	}
+	_ = stdoutLog.Close()
+	_ = stderrLog.Close()
 	out := stepOutcome{exit: 0, seconds: time.Since(start).Seconds(), stderr: stderrTail.String()}
 	if spec.capture {
 		out.stdout = captured.Bytes()

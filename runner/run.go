@@ -54,9 +54,9 @@ type runner struct {
 	planFile       string
 	// key is the plan key; nil when the run has none.
 	key []byte
-	// sensitive are secrets to scrub from error tails, learnt from the plan.
-	sensitive []string
-	res       jobs.RunnerResult
+	// secrets are scrubbed from everything the runner writes: the log and the error tail.
+	secrets secretSet
+	res     jobs.RunnerResult
 }
 
 // Run runs one operation and writes its result to o.ResultFile. It returns the result and the
@@ -128,12 +128,32 @@ func stepSuffix(step string) string {
 	return ", step " + step
 }
 
+// logf writes one line of the runner's own to the log, scrubbed like the runtime's output.
 func (r *runner) logf(format string, args ...any) {
-	fmt.Fprintf(r.stderr, "runner: "+format+"\n", args...)
+	_, _ = io.WriteString(r.stderr, r.secrets.redact(fmt.Sprintf("runner: "+format+"\n", args...)))
 }
 
 func (r *runner) fail(kind jobs.ErrorKind, step, tail string) {
-	r.res.Error = &jobs.RunnerError{Kind: kind, Step: step, Tail: jobs.TruncateUTF8(redact(tail, r.sensitive), jobs.MaxErrorSummaryBytes)}
+	r.res.Error = &jobs.RunnerError{Kind: kind, Step: step, Tail: jobs.TruncateUTF8(r.secrets.redact(tail), jobs.MaxErrorSummaryBytes)}
+}
+
+// learnSecrets collects what the run must never write, before any step runs: the values of the
+// rendered root's sensitive variables, the identity's credentials and the environment variables
+// the Job took from Secrets. The plan adds its sensitive values later (show).
+func (r *runner) learnSecrets() error {
+	r.secrets.add(configSecrets(r.o.Config)...)
+	if r.o.Credentials != "" {
+		credentials, err := credentialSecrets(r.o.Credentials)
+		if err != nil {
+			return err
+		}
+		r.secrets.add(credentials...)
+	}
+	r.secrets.add(envSecrets(r.o.Environ, r.o.SecretEnv)...)
+	if n := len(r.secrets.list()); n > 0 {
+		r.logf("redacting %d sensitive text(s) from the log and the result", n)
+	}
+	return nil
 }
 
 // run fills r.res.
@@ -189,11 +209,11 @@ func (r *runner) run(ctx context.Context) {
 	}
 }
 
-// varsFile is the rendered variables file, relative to the root module.
-const varsFile = "terraform.tfvars.json"
-
-// prepare sets up the work directory and the runtime's environment.
+// prepare learns the secrets, sets up the work directory and the runtime's environment.
 func (r *runner) prepare() error {
+	if err := r.learnSecrets(); err != nil {
+		return err
+	}
 	workdir, err := filepath.Abs(r.o.Workdir)
 	if err != nil {
 		return fmt.Errorf("work directory: %w", err)
@@ -277,7 +297,7 @@ func (r *runner) step(ctx context.Context, spec stepSpec) (stepOutcome, bool) {
 		r.res.Error = &jobs.RunnerError{
 			Kind: jobs.ErrorKindStep,
 			Step: spec.name,
-			Tail: errorTail(spec.name, out.exit, validateJSON, out.stderr, r.sensitive),
+			Tail: errorTail(spec.name, out.exit, validateJSON, out.stderr, r.secrets.list()),
 		}
 		return out, false
 	}
@@ -383,7 +403,7 @@ func (r *runner) show(ctx context.Context) (*planView, bool) {
 		r.fail(jobs.ErrorKindStep, StepShow, err.Error())
 		return nil, false
 	}
-	r.sensitive = plan.SensitiveStrings(p, minRedactLen)
+	r.secrets.add(plan.SensitiveStrings(p, minRedactLen)...)
 	v := &planView{summary: plan.Summarize(p)}
 	if r.key != nil {
 		if v.hash, err = plan.Hash(p, r.key); err != nil {

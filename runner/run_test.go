@@ -15,7 +15,8 @@ import (
 
 // fakeRuntime stands in for OpenTofu where a test is about the runner, not the runtime. It
 // records its arguments and environment, prints canned output, and can hang in one command so
-// a test can stop it.
+// a test can stop it. A command named by FAKE_FAIL fails, printing FAKE_SAY in its error and on
+// stdout.
 const fakeRuntime = `#!/bin/sh
 echo "$*" >> "$FAKE_DIR/argv"
 cmd=$1
@@ -26,7 +27,12 @@ init) env > "$FAKE_DIR/env" ;;
 show) cat "$FAKE_DIR/show.json" ;;
 esac
 if [ "$cmd" = "$FAKE_FAIL" ]; then
-  echo "Error: $cmd broke" >&2
+  if [ -n "$FAKE_SAY" ]; then
+    printf 'note: %s\n' "$FAKE_SAY"
+    printf 'Error: %s broke: %s\n' "$cmd" "$FAKE_SAY" >&2
+  else
+    echo "Error: $cmd broke" >&2
+  fi
   exit 1
 fi
 if [ "$cmd" = "$FAKE_HANG" ]; then
