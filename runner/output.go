@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"io"
+	"strings"
 	"sync"
 )
 
@@ -10,17 +11,39 @@ import (
 // (or withholds) a part of it.
 const maxLogLine = 64 << 10
 
-// logWriter passes a runtime's output to the log (the pod log) one line at a time, each line
-// scrubbed of every secret known when it is written. Close writes what is left.
-type logWriter struct {
-	mu      sync.Mutex
-	dst     io.Writer
-	secrets *secretSet
-	pending []byte
+// summaryPrefixes start the lines of a plan, apply, destroy or refresh that the log keeps: the
+// counts and outcomes OpenTofu and Terraform print, and the notice of an interrupt. None carries
+// a value.
+var summaryPrefixes = []string{"Plan: ", "No changes.", "Apply complete!", "Destroy complete!", "Interrupt received."}
+
+// summaryLine reports whether a line of a step's stdout is one the log keeps when the step's
+// output shows planned values.
+func summaryLine(line string) bool {
+	for _, p := range summaryPrefixes {
+		if strings.HasPrefix(line, p) {
+			return true
+		}
+	}
+	return false
 }
 
-func newLogWriter(dst io.Writer, secrets *secretSet) *logWriter {
-	return &logWriter{dst: dst, secrets: secrets}
+// logWriter passes a runtime's output to the log (the pod log) one line at a time, each line
+// scrubbed of every secret known when it is written. With summaryOnly it passes only summary
+// lines and counts the others, since a plan's body shows every planned value that is not
+// sensitive and the log is readable more widely than plans are. Close writes what is left.
+type logWriter struct {
+	mu          sync.Mutex
+	dst         io.Writer
+	secrets     *secretSet
+	summaryOnly bool
+	pending     []byte
+	// long is set while the rest of an overlong line is being withheld.
+	long     bool
+	withheld int
+}
+
+func newLogWriter(dst io.Writer, secrets *secretSet, summaryOnly bool) *logWriter {
+	return &logWriter{dst: dst, secrets: secrets, summaryOnly: summaryOnly}
 }
 
 // Write takes output as it comes and writes every complete line.
@@ -56,13 +79,39 @@ func (w *logWriter) Close() error {
 	return nil
 }
 
+// Withheld is the number of lines withheld so far.
+func (w *logWriter) Withheld() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.withheld
+}
+
 func (w *logWriter) line(text string) {
+	if w.summaryOnly {
+		if w.long {
+			// The end of an overlong line, counted when its first part was withheld.
+			w.long = false
+			return
+		}
+		if !summaryLine(strings.TrimRight(text, "\r\n")) {
+			w.withheld++
+			return
+		}
+	}
 	_, _ = io.WriteString(w.dst, w.secrets.redact(text))
 }
 
-// part writes an overlong unfinished line up to a point no secret straddles, keeping what could
-// be the start of one.
+// part deals with an overlong unfinished line: withheld whole under summaryOnly, else written
+// up to a point no secret straddles, keeping what could be the start of one.
 func (w *logWriter) part() {
+	if w.summaryOnly {
+		if !w.long {
+			w.withheld++
+			w.long = true
+		}
+		w.pending = w.pending[:0]
+		return
+	}
 	text := string(w.pending)
 	cut := safeCut(text, w.secrets.list(), w.secrets.longest())
 	_, _ = io.WriteString(w.dst, w.secrets.redact(text[:cut]))

@@ -39,9 +39,11 @@ func TestLogWriter(t *testing.T) {
 	const secret = "s3cret-value"
 	long := strings.Repeat("x", maxLogLine)
 	tests := []struct {
-		name   string
-		writes []string
-		want   string
+		name         string
+		summaryOnly  bool
+		writes       []string
+		want         string
+		wantWithheld int
 	}{
 		{
 			name:   "lines are written as they complete, scrubbed",
@@ -63,13 +65,41 @@ func TestLogWriter(t *testing.T) {
 			writes: []string{long[:len(long)-5] + secret + "y", "\n"},
 			want:   long[:len(long)-5] + "(sensitive)y\n",
 		},
+		{
+			name:         "summary only: summary lines pass, the others are counted",
+			summaryOnly:  true,
+			writes:       []string{"  + name = \"visible\"\n", "Plan: 1 to add, 0 to change, 0 to destroy.\n", "a: Creating...\nApply complete! Resources: 1 added, 0 changed, 0 destroyed.\n"},
+			want:         "Plan: 1 to add, 0 to change, 0 to destroy.\nApply complete! Resources: 1 added, 0 changed, 0 destroyed.\n",
+			wantWithheld: 2,
+		},
+		{
+			name:         "summary only: the summaries OpenTofu prints",
+			summaryOnly:  true,
+			writes:       []string{"No changes. Your infrastructure matches the configuration.\n", "Destroy complete! Resources: 2 destroyed.\n", "Interrupt received.\n"},
+			want:         "No changes. Your infrastructure matches the configuration.\nDestroy complete! Resources: 2 destroyed.\nInterrupt received.\n",
+			wantWithheld: 0,
+		},
+		{
+			name:         "summary only: an overlong line is withheld as one line",
+			summaryOnly:  true,
+			writes:       []string{"  + data = \"" + long, long + "\"\n", "Plan: 1 to add\n"},
+			want:         "Plan: 1 to add\n",
+			wantWithheld: 1,
+		},
+		{
+			name:         "summary only: summary lines are scrubbed too",
+			summaryOnly:  true,
+			writes:       []string{"Plan: " + secret + "\n"},
+			want:         "Plan: (sensitive)\n",
+			wantWithheld: 0,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var secrets secretSet
 			secrets.add(secret)
 			var out strings.Builder
-			w := newLogWriter(&out, &secrets)
+			w := newLogWriter(&out, &secrets, tt.summaryOnly)
 			for _, s := range tt.writes {
 				if _, err := w.Write([]byte(s)); err != nil {
 					t.Fatal(err)
@@ -78,6 +108,9 @@ func TestLogWriter(t *testing.T) {
 			_ = w.Close()
 			if got := out.String(); got != tt.want {
 				t.Errorf("log =\n%.300q\nwant\n%.300q", got, tt.want)
+			}
+			if got := w.Withheld(); got != tt.wantWithheld {
+				t.Errorf("withheld %d lines, want %d", got, tt.wantWithheld)
 			}
 		})
 	}
@@ -294,6 +327,82 @@ func TestWhatIsSensitive(t *testing.T) {
 				if !strings.Contains(written["stderr"], k) || !strings.Contains(res.Error.Tail, k) {
 					t.Errorf("%q was scrubbed, want it kept; tail %q", k, res.Error.Tail)
 				}
+			}
+		})
+	}
+}
+
+// TestPlanBodiesStayOutOfTheLog: the steps that print planned changes log only their summary
+// lines and say how many lines they withheld; the change counts still come from their output.
+func TestPlanBodiesStayOutOfTheLog(t *testing.T) {
+	const marker = "visible-planned-value"
+	tests := []struct {
+		name        string
+		op          jobs.Op
+		mut         func(*Options)
+		planExit    string
+		wantSummary []string
+		withheld    []string // steps that say they withheld lines
+		wantChanges *jobs.Changes
+	}{
+		{
+			name: "plan", op: jobs.OpPlan,
+			wantSummary: []string{"Plan: 1 to add, 0 to change, 0 to destroy."}, withheld: []string{"plan"},
+		},
+		{
+			name: "apply", op: jobs.OpApply,
+			wantSummary: []string{"Apply complete! Resources: 1 added, 0 changed, 0 destroyed."}, withheld: []string{"apply"},
+			wantChanges: &jobs.Changes{Add: 1},
+		},
+		{
+			name: "guarded apply", op: jobs.OpApply, mut: func(o *Options) { o.GuardDeletes, o.InputsHash = true, "h1:x" }, planExit: "2",
+			wantSummary: []string{"Plan: 1 to add, 0 to change, 0 to destroy.", "Apply complete! Resources: 1 added, 0 changed, 0 destroyed."},
+			withheld:    []string{"plan", "apply"}, wantChanges: &jobs.Changes{Add: 1},
+		},
+		{
+			name: "destroy", op: jobs.OpDestroy,
+			wantSummary: []string{"Destroy complete! Resources: 1 destroyed."}, withheld: []string{"destroy"},
+			wantChanges: &jobs.Changes{Destroy: 1},
+		},
+		{
+			name: "refresh", op: jobs.OpRefresh,
+			wantSummary: []string{"Apply complete! Resources: 1 added, 0 changed, 0 destroyed."}, withheld: []string{"refresh"},
+			wantChanges: &jobs.Changes{Add: 1},
+		},
+		{
+			name: "drift", op: jobs.OpDrift, planExit: "2",
+			wantSummary: []string{"Plan: 1 to add, 0 to change, 0 to destroy."}, withheld: []string{"refresh", "plan"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeRun(t, tt.op, "FAKE_BODY="+marker, "FAKE_PLAN_EXIT="+tt.planExit)
+			f.writeKey(t, 32)
+			f.writeFiles(t, map[string]string{"show.json": `{"format_version":"1.2","resource_changes":[{"address":"a","mode":"managed","change":{"actions":["create"],"before":null,"after":{"name":"x"}}}]}`})
+			if tt.mut != nil {
+				tt.mut(&f.opts)
+			}
+			res, code := f.run(context.Background(), t)
+			if code != ExitOK || res.Error != nil {
+				t.Fatalf("exit %d, error %+v\nlog:\n%s", code, res.Error, f.stderr)
+			}
+			for where, text := range f.everythingWritten(t) {
+				if strings.Contains(text, marker) {
+					t.Errorf("the %s carries the plan body:\n%s", where, text)
+				}
+			}
+			for _, s := range tt.wantSummary {
+				if !strings.Contains(f.stdout.String(), s+"\n") {
+					t.Errorf("the log lacks the summary %q:\n%s", s, f.stdout)
+				}
+			}
+			for _, step := range tt.withheld {
+				if want := "runner: step " + step + ": withheld 2 line(s) of output from the log"; !strings.Contains(f.stderr.String(), want) {
+					t.Errorf("the log does not say %q:\n%s", want, f.stderr)
+				}
+			}
+			if (res.Changes == nil) != (tt.wantChanges == nil) || res.Changes != nil && *res.Changes != *tt.wantChanges {
+				t.Errorf("changes %+v, want %+v", res.Changes, tt.wantChanges)
 			}
 		})
 	}

@@ -195,7 +195,7 @@ func (r *runner) run(ctx context.Context) {
 	case jobs.OpPlan:
 		r.plan(ctx)
 	case jobs.OpDestroy:
-		if out, ok := r.step(ctx, stepSpec{name: StepDestroy, args: r.mutating("destroy", "-auto-approve", "-var-file="+varsFile)}); ok {
+		if out, ok := r.step(ctx, stepSpec{name: StepDestroy, args: r.mutating("destroy", "-auto-approve", "-var-file="+varsFile), withhold: true}); ok {
 			r.res.Changes = parseChanges(out.stdout)
 		}
 	case jobs.OpRefresh:
@@ -316,7 +316,7 @@ func (r *runner) mutating(command string, args ...string) []string {
 }
 
 func (r *runner) refreshSpec() stepSpec {
-	return stepSpec{name: StepRefresh, args: r.mutating("apply", "-refresh-only", "-auto-approve", "-var-file="+varsFile)}
+	return stepSpec{name: StepRefresh, args: r.mutating("apply", "-refresh-only", "-auto-approve", "-var-file="+varsFile), withhold: true}
 }
 
 // init runs init with the backend configuration and, when asked, releases a stale lock.
@@ -366,7 +366,7 @@ func (r *runner) directApply(ctx context.Context) {
 	if !r.validate(ctx) {
 		return
 	}
-	if out, ok := r.step(ctx, stepSpec{name: StepApply, args: r.mutating("apply", "-auto-approve", "-var-file="+varsFile)}); ok {
+	if out, ok := r.step(ctx, stepSpec{name: StepApply, args: r.mutating("apply", "-auto-approve", "-var-file="+varsFile), withhold: true}); ok {
 		r.res.Changes = parseChanges(out.stdout)
 	}
 }
@@ -375,7 +375,7 @@ func (r *runner) directApply(ctx context.Context) {
 // the parsed plan (nil for no changes) and whether the run may go on.
 func (r *runner) planToFile(ctx context.Context, extra ...string) (*planView, bool) {
 	args := r.mutating("plan", append([]string{"-detailed-exitcode", "-out=" + r.planFile}, extra...)...)
-	out, ok := r.step(ctx, stepSpec{name: StepPlan, args: append(args, "-var-file="+varsFile), okExits: []int{2}})
+	out, ok := r.step(ctx, stepSpec{name: StepPlan, args: append(args, "-var-file="+varsFile), okExits: []int{2}, withhold: true})
 	if !ok {
 		return nil, false
 	}
@@ -460,7 +460,7 @@ func (r *runner) plannedApply(ctx context.Context) {
 		r.fail(jobs.ErrorKindBlocked, "", "destructive plan blocked: "+strings.Join(names, ", "))
 		return
 	}
-	if out, ok := r.step(ctx, stepSpec{name: StepApply, args: r.mutating("apply", "-auto-approve", r.planFile)}); ok {
+	if out, ok := r.step(ctx, stepSpec{name: StepApply, args: r.mutating("apply", "-auto-approve", r.planFile), withhold: true}); ok {
 		r.res.Changes = parseChanges(out.stdout)
 	}
 }
@@ -471,7 +471,7 @@ func (r *runner) plan(ctx context.Context) {
 		return
 	}
 	args := r.mutating("plan", "-out="+r.planFile, "-var-file="+varsFile)
-	if _, ok := r.step(ctx, stepSpec{name: StepPlan, args: args}); !ok {
+	if _, ok := r.step(ctx, stepSpec{name: StepPlan, args: args, withhold: true}); !ok {
 		return
 	}
 	v, ok := r.show(ctx)

@@ -293,7 +293,8 @@ func TestSIGTERMMidApplyIsInterrupted(t *testing.T) {
 		done <- runResult{RunnerResult: res, code: code, log: log.String()}
 	}()
 	eventually(t, 2*time.Minute, "the provisioner starting", func() bool {
-		return strings.Contains(log.String(), "Provisioning with 'local-exec'")
+		_, err := os.Stat(filepath.Join(o.Workdir, "provisioner-started"))
+		return err == nil
 	})
 	stopped := time.Now()
 	stop() // what SIGTERM does to `runner run`
