@@ -30,6 +30,9 @@ type stepSpec struct {
 	// capture holds stdout in memory instead of logging it; `show -json` carries every value
 	// of the plan, sensitive ones included.
 	capture bool
+	// withhold logs only the summary lines of stdout: plan, apply, destroy and refresh print
+	// the planned changes, with every value that is not sensitive.
+	withhold bool
 	// okExits are the exit codes that count as success besides 0 (2 for -detailed-exitcode).
 	okExits []int
 }
@@ -79,13 +82,17 @@ func (r *runner) execStep(ctx context.Context, spec stepSpec) stepOutcome {
 	var captured bytes.Buffer
 	stdoutTail := newRingBuffer(maxStdoutTail)
 	stderrTail := newRingBuffer(maxStderrTail)
-	var stdout io.Writer = io.MultiWriter(r.stdout, stdoutTail)
+	// The log gets the output line by line and scrubbed; the tails keep it as printed, in
+	// memory only, for the error tail and the change counts.
+	stdoutLog := newLogWriter(r.stdout, &r.secrets, spec.withhold)
+	stderrLog := newLogWriter(r.stderr, &r.secrets, false)
+	var stdout io.Writer = io.MultiWriter(stdoutLog, stdoutTail)
 	if spec.capture {
 		stdout = &captured
 	}
 	// Own pipes, not exec's: Wait then returns when the runtime exits, and the runner decides
 	// how long to keep reading output a left-behind child may still hold open.
-	pipes, err := newOutputPipes(cmd, stdout, io.MultiWriter(r.stderr, stderrTail))
+	pipes, err := newOutputPipes(cmd, stdout, io.MultiWriter(stderrLog, stderrTail))
 	if err != nil {
 		return stepOutcome{exit: -1, startErr: err}
 	}
@@ -130,6 +137,11 @@ func (r *runner) execStep(ctx context.Context, spec stepSpec) stepOutcome {
 	reapGroup(cmd.Process)
 	if !pipes.drain(pipeDrainDelay) {
 		r.logf("step %s: output stayed open after the runtime exited; stopped reading it", spec.name)
+	}
+	_ = stdoutLog.Close()
+	_ = stderrLog.Close()
+	if n := stdoutLog.Withheld(); n > 0 {
+		r.logf("step %s: withheld %d line(s) of output from the log: they show planned values, which only plan readers may see", spec.name, n)
 	}
 	out := stepOutcome{exit: 0, seconds: time.Since(start).Seconds(), stderr: stderrTail.String()}
 	if spec.capture {

@@ -72,6 +72,13 @@ type Options struct {
 	// RestoreResources is how many resources the backup held; a restore that lists none while
 	// this is positive fails.
 	RestoreResources int
+	// SecretEnv names the environment variables whose values come from Secrets; the runner
+	// redacts their values.
+	SecretEnv []string
+	// Credentials is the directory of the identity's credentials, one file per key, whose
+	// contents the runner redacts (the same values reach the runtime as environment
+	// variables); empty when the run has none.
+	Credentials string
 
 	// Environ is the environment the runtime's environment is derived from (os.Environ()).
 	Environ []string
@@ -124,6 +131,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PlanKeyFile, runflag.PlanKeyFile, o.PlanKeyFile, "key of the plan hash")
 	fs.IntVar(&o.RestoreChunks, runflag.RestoreChunks, o.RestoreChunks, "number of backup chunks in <config>/restore/ (restore)")
 	fs.IntVar(&o.RestoreResources, runflag.RestoreResources, o.RestoreResources, "resources the backup held (restore)")
+	fs.StringArrayVar(&o.SecretEnv, runflag.SecretEnv, o.SecretEnv, "environment variable whose value comes from a Secret and is redacted (repeatable)")
+	fs.StringVar(&o.Credentials, runflag.Credentials, o.Credentials, "directory of the identity's credentials, one file per key, redacted")
 }
 
 // Validate checks the options that flag parsing cannot. Every error is a *UsageError.

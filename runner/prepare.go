@@ -26,6 +26,13 @@ const (
 	restoreDirName = "restore"
 )
 
+// Files of the rendered root that the runner reads itself.
+const (
+	mainFile = "main.tf.json"
+	// varsFile is relative to the root module, as the runtime's -var-file names it.
+	varsFile = "terraform.tfvars.json"
+)
+
 // maxRestoreStateBytes bounds a decompressed backup, as the controller bounds a state it reads.
 const maxRestoreStateBytes = 64 << 20
 

@@ -54,9 +54,9 @@ type runner struct {
 	planFile       string
 	// key is the plan key; nil when the run has none.
 	key []byte
-	// sensitive are secrets to scrub from error tails, learnt from the plan.
-	sensitive []string
-	res       jobs.RunnerResult
+	// secrets are scrubbed from everything the runner writes: the log and the error tail.
+	secrets secretSet
+	res     jobs.RunnerResult
 }
 
 // Run runs one operation and writes its result to o.ResultFile. It returns the result and the
@@ -128,12 +128,32 @@ func stepSuffix(step string) string {
 	return ", step " + step
 }
 
+// logf writes one line of the runner's own to the log, scrubbed like the runtime's output.
 func (r *runner) logf(format string, args ...any) {
-	fmt.Fprintf(r.stderr, "runner: "+format+"\n", args...)
+	_, _ = io.WriteString(r.stderr, r.secrets.redact(fmt.Sprintf("runner: "+format+"\n", args...)))
 }
 
 func (r *runner) fail(kind jobs.ErrorKind, step, tail string) {
-	r.res.Error = &jobs.RunnerError{Kind: kind, Step: step, Tail: jobs.TruncateUTF8(redact(tail, r.sensitive), jobs.MaxErrorSummaryBytes)}
+	r.res.Error = &jobs.RunnerError{Kind: kind, Step: step, Tail: jobs.TruncateUTF8(r.secrets.redact(tail), jobs.MaxErrorSummaryBytes)}
+}
+
+// learnSecrets collects what the run must never write, before any step runs: the values of the
+// rendered root's sensitive variables, the identity's credentials and the environment variables
+// the Job took from Secrets. The plan adds its sensitive values later (show).
+func (r *runner) learnSecrets() error {
+	r.secrets.add(configSecrets(r.o.Config)...)
+	if r.o.Credentials != "" {
+		credentials, err := credentialSecrets(r.o.Credentials)
+		if err != nil {
+			return err
+		}
+		r.secrets.add(credentials...)
+	}
+	r.secrets.add(envSecrets(r.o.Environ, r.o.SecretEnv)...)
+	if n := len(r.secrets.list()); n > 0 {
+		r.logf("redacting %d sensitive text(s) from the log and the result", n)
+	}
+	return nil
 }
 
 // run fills r.res.
@@ -182,7 +202,7 @@ func (r *runner) run(ctx context.Context) {
 	case jobs.OpPlan:
 		r.plan(ctx)
 	case jobs.OpDestroy:
-		if out, ok := r.step(ctx, stepSpec{name: StepDestroy, args: r.mutating("destroy", "-auto-approve", "-var-file="+varsFile)}); ok {
+		if out, ok := r.step(ctx, stepSpec{name: StepDestroy, args: r.mutating("destroy", "-auto-approve", "-var-file="+varsFile), withhold: true}); ok {
 			r.res.Changes = parseChanges(out.stdout)
 		}
 	case jobs.OpRefresh:
@@ -196,11 +216,11 @@ func (r *runner) run(ctx context.Context) {
 	}
 }
 
-// varsFile is the rendered variables file, relative to the root module.
-const varsFile = "terraform.tfvars.json"
-
-// prepare sets up the work directory and the runtime's environment.
+// prepare learns the secrets, sets up the work directory and the runtime's environment.
 func (r *runner) prepare() error {
+	if err := r.learnSecrets(); err != nil {
+		return err
+	}
 	workdir, err := filepath.Abs(r.o.Workdir)
 	if err != nil {
 		return fmt.Errorf("work directory: %w", err)
@@ -284,7 +304,7 @@ func (r *runner) step(ctx context.Context, spec stepSpec) (stepOutcome, bool) {
 		r.res.Error = &jobs.RunnerError{
 			Kind: jobs.ErrorKindStep,
 			Step: spec.name,
-			Tail: errorTail(spec.name, out.exit, validateJSON, out.stderr, r.sensitive),
+			Tail: errorTail(spec.name, out.exit, validateJSON, out.stderr, r.secrets.list()),
 		}
 		return out, false
 	}
@@ -303,7 +323,7 @@ func (r *runner) mutating(command string, args ...string) []string {
 }
 
 func (r *runner) refreshSpec() stepSpec {
-	return stepSpec{name: StepRefresh, args: r.mutating("apply", "-refresh-only", "-auto-approve", "-var-file="+varsFile)}
+	return stepSpec{name: StepRefresh, args: r.mutating("apply", "-refresh-only", "-auto-approve", "-var-file="+varsFile), withhold: true}
 }
 
 // init runs init with the backend configuration and, when asked, releases a stale lock.
@@ -353,7 +373,7 @@ func (r *runner) directApply(ctx context.Context) {
 	if !r.validate(ctx) {
 		return
 	}
-	if out, ok := r.step(ctx, stepSpec{name: StepApply, args: r.mutating("apply", "-auto-approve", "-var-file="+varsFile)}); ok {
+	if out, ok := r.step(ctx, stepSpec{name: StepApply, args: r.mutating("apply", "-auto-approve", "-var-file="+varsFile), withhold: true}); ok {
 		r.res.Changes = parseChanges(out.stdout)
 	}
 }
@@ -362,7 +382,7 @@ func (r *runner) directApply(ctx context.Context) {
 // the parsed plan (nil for no changes) and whether the run may go on.
 func (r *runner) planToFile(ctx context.Context, extra ...string) (*planView, bool) {
 	args := r.mutating("plan", append([]string{"-detailed-exitcode", "-out=" + r.planFile}, extra...)...)
-	out, ok := r.step(ctx, stepSpec{name: StepPlan, args: append(args, "-var-file="+varsFile), okExits: []int{2}})
+	out, ok := r.step(ctx, stepSpec{name: StepPlan, args: append(args, "-var-file="+varsFile), okExits: []int{2}, withhold: true})
 	if !ok {
 		return nil, false
 	}
@@ -390,7 +410,7 @@ func (r *runner) show(ctx context.Context) (*planView, bool) {
 		r.fail(jobs.ErrorKindStep, StepShow, err.Error())
 		return nil, false
 	}
-	r.sensitive = plan.SensitiveStrings(p, minRedactLen)
+	r.secrets.add(plan.SensitiveStrings(p, minRedactLen)...)
 	v := &planView{summary: plan.Summarize(p)}
 	if r.key != nil {
 		if v.hash, err = plan.Hash(p, r.key); err != nil {
@@ -447,7 +467,7 @@ func (r *runner) plannedApply(ctx context.Context) {
 		r.fail(jobs.ErrorKindBlocked, "", "destructive plan blocked: "+strings.Join(names, ", "))
 		return
 	}
-	if out, ok := r.step(ctx, stepSpec{name: StepApply, args: r.mutating("apply", "-auto-approve", r.planFile)}); ok {
+	if out, ok := r.step(ctx, stepSpec{name: StepApply, args: r.mutating("apply", "-auto-approve", r.planFile), withhold: true}); ok {
 		r.res.Changes = parseChanges(out.stdout)
 	}
 }
@@ -458,7 +478,7 @@ func (r *runner) plan(ctx context.Context) {
 		return
 	}
 	args := r.mutating("plan", "-out="+r.planFile, "-var-file="+varsFile)
-	if _, ok := r.step(ctx, stepSpec{name: StepPlan, args: args}); !ok {
+	if _, ok := r.step(ctx, stepSpec{name: StepPlan, args: args, withhold: true}); !ok {
 		return
 	}
 	v, ok := r.show(ctx)

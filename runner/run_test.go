@@ -15,7 +15,9 @@ import (
 
 // fakeRuntime stands in for OpenTofu where a test is about the runner, not the runtime. It
 // records its arguments and environment, prints canned output, and can hang in one command so
-// a test can stop it.
+// a test can stop it. With FAKE_BODY, plan, apply and destroy print a plan body line holding it
+// and their summary line; a command named by FAKE_FAIL fails, printing FAKE_SAY in its error
+// and on stdout.
 const fakeRuntime = `#!/bin/sh
 echo "$*" >> "$FAKE_DIR/argv"
 cmd=$1
@@ -25,8 +27,23 @@ version) echo '{"terraform_version":"9.9.9"}'; exit 0 ;;
 init) env > "$FAKE_DIR/env" ;;
 show) cat "$FAKE_DIR/show.json" ;;
 esac
+if [ -n "$FAKE_BODY" ]; then
+  case "$cmd" in
+  plan|apply|destroy) echo "  # a will be changed"; printf '  ~ name = "%s"\n' "$FAKE_BODY" ;;
+  esac
+  case "$cmd" in
+  plan) echo "Plan: 1 to add, 0 to change, 0 to destroy." ;;
+  apply) echo "Apply complete! Resources: 1 added, 0 changed, 0 destroyed." ;;
+  destroy) echo "Destroy complete! Resources: 1 destroyed." ;;
+  esac
+fi
 if [ "$cmd" = "$FAKE_FAIL" ]; then
-  echo "Error: $cmd broke" >&2
+  if [ -n "$FAKE_SAY" ]; then
+    printf 'note: %s\n' "$FAKE_SAY"
+    printf 'Error: %s broke: %s\n' "$cmd" "$FAKE_SAY" >&2
+  else
+    echo "Error: $cmd broke" >&2
+  fi
   exit 1
 fi
 if [ "$cmd" = "$FAKE_HANG" ]; then

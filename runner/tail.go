@@ -13,13 +13,6 @@ import (
 // maxStderrTail bounds the stderr a step keeps in memory for its error tail.
 const maxStderrTail = 64 << 10
 
-// minRedactLen is the shortest sensitive string scrubbed from an error tail. Shorter ones are
-// left: replacing every "a" would wreck the message and protect nothing worth protecting.
-const minRedactLen = 4
-
-// redacted replaces a sensitive value in an error tail.
-const redacted = "(sensitive)"
-
 // ansiEscape matches the terminal escape sequences a runtime may print despite -no-color.
 var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]`)
 
@@ -99,15 +92,6 @@ func errorLines(stderr string) string {
 func stripANSI(s string) string { return ansiEscape.ReplaceAllString(s, "") }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-func redact(s string, sensitive []string) string {
-	for _, secret := range sensitive {
-		if len(secret) >= minRedactLen {
-			s = strings.ReplaceAll(s, secret, redacted)
-		}
-	}
-	return s
-}
 
 // ringBuffer keeps the last max bytes written to it.
 type ringBuffer struct {

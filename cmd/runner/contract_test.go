@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -99,6 +100,21 @@ func TestJobArgsParse(t *testing.T) {
 		{"approved apply", func(p *jobspec.Params) { p.ExpectPlan, p.PlanKeySecret = jobs.EmptyPlanHash, "captf-plankey-c-web" }, func(t *testing.T, o runner.Options) {
 			if o.ExpectPlan != jobs.EmptyPlanHash || o.PlanKeyFile != jobspec.PlanKeyFile {
 				t.Errorf("expect plan %q, key %q", o.ExpectPlan, o.PlanKeyFile)
+			}
+		}},
+		{"apply with a policy variable from a Secret", func(p *jobspec.Params) {
+			p.Policy.Env = []corev1.EnvVar{
+				{Name: "REGION", Value: "eu"},
+				{Name: "CLOUD_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cloud"}, Key: "token"}}},
+				{Name: "TF_VAR_dropped", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cloud"}, Key: "token"}}},
+			}
+			p.CredentialsSecret = "captf-creds-aws"
+		}, func(t *testing.T, o runner.Options) {
+			if !slices.Equal(o.SecretEnv, []string{"CLOUD_TOKEN"}) {
+				t.Errorf("secret env %q, want the policy variable from a Secret that the Job keeps", o.SecretEnv)
+			}
+			if o.Credentials != jobspec.CredentialsDir {
+				t.Errorf("the runner reads credentials from %q; the Job mounts them at %q", o.Credentials, jobspec.CredentialsDir)
 			}
 		}},
 		{"restore", func(p *jobspec.Params) {

@@ -52,6 +52,15 @@ func runnerArgs(p Params) []string {
 			runflag.Arg(runflag.RestoreChunks, strconv.Itoa(restoreChunks)),
 			runflag.Arg(runflag.RestoreResources, strconv.Itoa(p.Restore.Resources)))
 	}
+	// The runner redacts the identity's credentials and the policy's variables from Secrets.
+	if p.CredentialsSecret != "" {
+		args = append(args, runflag.Arg(runflag.Credentials, CredentialsDir))
+	}
+	for _, e := range p.Policy.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && !reservedEnv(e.Name) {
+			args = append(args, runflag.Arg(runflag.SecretEnv, e.Name))
+		}
+	}
 	return args
 }
 

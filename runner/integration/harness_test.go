@@ -112,6 +112,13 @@ func (h *harness) writeKey(key string) string {
 // the testdata module's absolute path where a Job has /captf/module.
 func (h *harness) render(vars map[string]any) string {
 	h.t.Helper()
+	return h.renderSensitive(vars)
+}
+
+// renderSensitive renders like render and declares the variables named in sensitive
+// `"sensitive": true`, as the controller declares variables from Secrets.
+func (h *harness) renderSensitive(vars map[string]any, sensitive ...string) string {
+	h.t.Helper()
 	names := make([]string, 0, len(vars))
 	for name := range vars {
 		names = append(names, name)
@@ -122,6 +129,9 @@ func (h *harness) render(vars map[string]any) string {
 	for _, name := range names {
 		module[name] = "${var." + name + "}"
 		variables[name] = map[string]any{}
+	}
+	for _, name := range sensitive {
+		variables[name] = map[string]any{"sensitive": true}
 	}
 	root := map[string]any{
 		"terraform": map[string]any{"backend": map[string]any{"kubernetes": map[string]any{}}},

@@ -293,7 +293,8 @@ func TestSIGTERMMidApplyIsInterrupted(t *testing.T) {
 		done <- runResult{RunnerResult: res, code: code, log: log.String()}
 	}()
 	eventually(t, 2*time.Minute, "the provisioner starting", func() bool {
-		return strings.Contains(log.String(), "Provisioning with 'local-exec'")
+		_, err := os.Stat(filepath.Join(o.Workdir, "provisioner-started"))
+		return err == nil
 	})
 	stopped := time.Now()
 	stop() // what SIGTERM does to `runner run`
@@ -380,6 +381,44 @@ func TestBrokenModuleHasCuratedTail(t *testing.T) {
 			t.Errorf("last step %+v, want apply exiting 1", last)
 		}
 	})
+}
+
+// TestSensitiveInputsNeverReachTheLog: real OpenTofu prints a sensitive input in the error of a
+// failing apply and of a failing destroy; neither the log nor the result carries it. The plan
+// body of the apply, which shows a variable that is not sensitive, stays out of the log too.
+func TestSensitiveInputsNeverReachTheLog(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "echoing")
+	secret, name := "s3cret-"+randomHex(t, 8), "visible-"+randomHex(t, 8)
+	run := func(op jobs.Op, failApply bool) runResult {
+		t.Helper()
+		o := h.options(op, h.renderSensitive(vars("name", name, "secret", secret, "fail_apply", failApply), "secret"))
+		return h.runOptions(context.Background(), o)
+	}
+	check := func(what string, res runResult, wantTail string) {
+		t.Helper()
+		for where, text := range map[string]string{"log": res.log, "result": string(res.doc)} {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s: the %s carries the sensitive input:\n%s", what, where, text)
+			}
+			if strings.Contains(text, name) {
+				t.Errorf("%s: the %s carries the plan body:\n%s", what, where, text)
+			}
+		}
+		if res.Error != nil && !strings.Contains(res.Error.Tail, wantTail) {
+			t.Errorf("%s: tail %q, want it to hold %q", what, res.Error.Tail, wantTail)
+		}
+	}
+
+	failed := run(jobs.OpApply, true).mustFail(t, jobs.ErrorKindStep)
+	check("failing apply", failed, "Error: applying with (sensitive)")
+	applied := run(jobs.OpApply, false).mustSucceed(t)
+	check("apply", applied, "")
+	if !strings.Contains(applied.log, "\nApply complete! Resources:") || !strings.Contains(applied.log, "runner: step apply: withheld ") {
+		t.Errorf("the apply's log lacks its summary or the withheld notice:\n%s", applied.log)
+	}
+	destroyed := run(jobs.OpDestroy, false).mustFail(t, jobs.ErrorKindStep)
+	check("failing destroy", destroyed, "Error: destroying with (sensitive)")
 }
 
 func TestForceUnlockReleasesAStaleLock(t *testing.T) {

@@ -41,6 +41,10 @@ const (
 	RestoreChunks = "restore-chunks"
 	// RestoreResources is how many resource instances the backup held.
 	RestoreResources = "restore-resources"
+	// SecretEnv names an environment variable whose value comes from a Secret; repeatable.
+	SecretEnv = "secret-env"
+	// Credentials is the directory of the identity's credentials, one file per key.
+	Credentials = "credentials"
 )
 
 // Flag returns the flag as written on a command line: --name. A boolean flag is passed so.

@@ -1,8 +1,9 @@
 // Package leaks runs the whole system (test/system: real controller, aggregated API server, node
 // agent, OpenTofu) through a Manual cluster whose variables carry unique marker strings: a
-// first apply, a plan, bad approval bodies, an approval and the approved apply. Then it scans
-// every Run and Plan (through the aggregator), every Event, every Job's annotations and labels
-// and the controller's and API server's whole logs for the markers and for the plan key's bytes
+// first apply, a plan, bad approval bodies, an approval and the approved apply; and through a
+// machine whose apply and destroy fail echoing its sensitive inputs. Then it scans every Run and
+// Plan (through the aggregator), every Event, every Job's metadata and spec, every pod's log and
+// the controller's and API server's whole logs for the markers and for the plan key's bytes
 // (raw, hex, base64), and checks that no per-run Secret outlives its booked Job.
 package leaks
 
@@ -29,10 +30,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	runsv1alpha1 "github.com/captf/captf/apis/runs/v1alpha1"
+	"github.com/captf/captf/controller/jobspec"
+	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/reliability/rel"
@@ -43,6 +47,10 @@ func TestMain(m *testing.M) {
 	os.Exit(system.Main(m, system.Options{}))
 }
 
+// echoImage is the module of testdata/modules/echo: a machine whose apply and destroy fail,
+// printing its sensitive inputs.
+const echoImage = "ghcr.io/captf/leaks-echo:dev"
+
 func TestSecretsNeverLeak(t *testing.T) {
 	sys := system.Get(t)
 	start := time.Now()
@@ -50,7 +58,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 	c, ns := sys.NewNamespace(t, "leaks")
 	kube := kubernetes.NewForConfigOrDie(sys.Env.Config)
 	markers := []string{"mk1-" + fmt.Sprint(time.Now().UnixNano()) + "-zq", "mk2-" + fmt.Sprint(time.Now().UnixNano()) + "-xj",
-		"mk3-" + fmt.Sprint(time.Now().UnixNano()) + "-vw", "mk4-" + fmt.Sprint(time.Now().UnixNano()) + "-ut"}
+		"mk3-" + fmt.Sprint(time.Now().UnixNano()) + "-vw", "mk4-" + fmt.Sprint(time.Now().UnixNano()) + "-ut",
+		"mk5-" + fmt.Sprint(time.Now().UnixNano()) + "-ts"}
 	// The fourth marker is a credential an identity lends the namespace: its runs get it as
 	// environment and files.
 	credentials := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "leak-credentials", Namespace: ns}, StringData: map[string]string{"CLOUD_TOKEN": markers[3]}}
@@ -101,7 +110,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		var found runsv1alpha1.Run
 		err := rel.Poll(3*time.Minute, func() (bool, error) {
 			for _, r := range getRuns().Items {
-				if r.Spec.Operation == string(op) && r.Spec.Attempt == attempt && r.Status.Phase == runsv1alpha1.RunPhaseSucceeded {
+				if r.Spec.Target.Name == tc.Name && r.Spec.Operation == string(op) && r.Spec.Attempt == attempt && r.Status.Phase == runsv1alpha1.RunPhaseSucceeded {
 					found = r
 					return true, nil
 				}
@@ -181,6 +190,13 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	waitRun(jobs.OpApply, 2)
 
+	// A machine whose apply, and then destroy, fail printing its sensitive inputs: the fifth
+	// marker as its bootstrap data (a sensitive input of the contract, which the module gets in
+	// base64), the third from a Secret, the fourth from the identity's environment. What it left
+	// is read before it is let go, since its Jobs and pods go with it.
+	haystacks := map[string]string{}
+	machineFails(t, sys, c, ns, identity.Name, source.Name, markers[4], getRuns, haystacks)
+
 	// Every Job booked, and no per-run Secret left.
 	if err := rel.Poll(time.Minute, func() (bool, error) {
 		var list batchv1.JobList
@@ -215,6 +231,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	for i, m := range markers {
 		needles[fmt.Sprintf("marker %d", i+1)] = m
 	}
+	needles["marker 5 in base64"] = base64.StdEncoding.EncodeToString([]byte(markers[4]))
 	for k, v := range key.Data {
 		if len(v) < 8 {
 			t.Fatalf("plan key %s has %d bytes", k, len(v))
@@ -227,41 +244,20 @@ func TestSecretsNeverLeak(t *testing.T) {
 		needles["plan key base64 (no padding)"] = base64.RawStdEncoding.EncodeToString(v)
 	}
 
-	haystacks := map[string]string{}
-	raw, err := kube.RESTClient().Get().AbsPath(runsPath).DoRaw(ctx)
-	if err != nil {
+	collectNamespace(t, c, ns, "", haystacks)
+	if raw, err := kube.RESTClient().Get().AbsPath(plansPath).DoRaw(ctx); err != nil {
 		t.Fatal(err)
+	} else {
+		haystacks["plans"] = string(raw)
 	}
-	haystacks["runs"] = string(raw)
-	if raw, err = kube.RESTClient().Get().AbsPath(plansPath).DoRaw(ctx); err != nil {
-		t.Fatal(err)
-	}
-	haystacks["plans"] = string(raw)
-	var evs eventsv1.EventList
-	if err := c.List(ctx, &evs, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(evs)
-	haystacks["events"] = string(b)
-	var coreEvs corev1.EventList
-	if err := c.List(ctx, &coreEvs, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	b, _ = json.Marshal(coreEvs)
-	haystacks["core events"] = string(b)
-	var jobList batchv1.JobList
-	if err := c.List(ctx, &jobList, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	for _, j := range jobList.Items {
-		b, _ := json.Marshal(map[string]any{"annotations": j.Annotations, "labels": j.Labels})
-		haystacks["Job "+j.Name+" metadata"] = string(b)
+	if !strings.Contains(podLogs(haystacks), "\nApply complete! Resources:") {
+		t.Errorf("no pod log holds an apply's summary line")
 	}
 	var obj infrav1.TerraformCluster
 	if err := c.Get(ctx, client.ObjectKeyFromObject(tc), &obj); err != nil {
 		t.Fatal(err)
 	}
-	b, _ = json.Marshal(obj.Status)
+	b, _ := json.Marshal(obj.Status)
 	haystacks["cluster status"] = string(b)
 	b, _ = json.Marshal(obj.Annotations)
 	haystacks["cluster annotations"] = string(b)
@@ -314,8 +310,176 @@ func TestSecretsNeverLeak(t *testing.T) {
 	if len(events(haystacks)) == 0 {
 		t.Error("no events scanned")
 	}
-	t.Logf("FIGURE leaks: %d needles (2 markers, the plan key in %d encodings) absent from %d haystacks (%d KB: runs, plans, events, %d Jobs' metadata, cluster status, controller and apiserver logs and metrics); %d bad approval bodies answered 4xx; 0 per-run Secrets left; %s",
-		len(needles), len(needles)-2, len(haystacks), bytes/1024, len(jobList.Items), len(bad), time.Since(start).Round(time.Second))
+	jobsScanned, logsScanned := 0, 0
+	for where := range haystacks {
+		if strings.HasSuffix(where, " spec") {
+			jobsScanned++
+		}
+		if strings.HasPrefix(where, "pod log ") || strings.Contains(where, ": pod log ") {
+			logsScanned++
+		}
+	}
+	t.Logf("FIGURE leaks: %d needles (5 markers, marker 5 in base64, the plan key in %d encodings) absent from %d haystacks (%d KB: runs, plans, events, %d Jobs' metadata and specs, %d pod logs, cluster and machine status, controller and apiserver logs and metrics); %d bad approval bodies answered 4xx; 0 per-run Secrets left; %s",
+		len(needles), len(needles)-6, len(haystacks), bytes/1024, jobsScanned, logsScanned, len(bad), time.Since(start).Round(time.Second))
 }
 
-func events(h map[string]string) string { return h["events"] + h["core events"] }
+func events(h map[string]string) string {
+	var all strings.Builder
+	for where, hay := range h {
+		if strings.HasSuffix(where, "events") {
+			all.WriteString(hay)
+		}
+	}
+	return all.String()
+}
+
+// podLogs is every pod log among the haystacks.
+func podLogs(h map[string]string) string {
+	var all strings.Builder
+	for where, hay := range h {
+		if strings.HasPrefix(where, "pod log ") || strings.Contains(where, ": pod log ") {
+			all.WriteString(hay)
+		}
+	}
+	return all.String()
+}
+
+// collectNamespace adds to haystacks, each name prefixed with prefix, what anyone who may read
+// the namespace's runs, events, Jobs and pod logs (the view role) reads: every Run through the
+// aggregator, every Event, every Job's metadata and spec and every container's log of every pod,
+// through pods/log as kubectl logs and kubectl captf logs read it.
+func collectNamespace(t *testing.T, c client.Client, ns, prefix string, haystacks map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(system.Get(t).Env.Config)
+	raw, err := kube.RESTClient().Get().AbsPath(fmt.Sprintf("/apis/runs.captf.io/v1alpha1/namespaces/%s/runs", ns)).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	haystacks[prefix+"runs"] = string(raw)
+	var evs eventsv1.EventList
+	if err := c.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(evs)
+	haystacks[prefix+"events"] = string(b)
+	var coreEvs corev1.EventList
+	if err := c.List(ctx, &coreEvs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = json.Marshal(coreEvs)
+	haystacks[prefix+"core events"] = string(b)
+	var jobList batchv1.JobList
+	if err := c.List(ctx, &jobList, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobList.Items {
+		b, _ := json.Marshal(map[string]any{"annotations": j.Annotations, "labels": j.Labels})
+		haystacks[prefix+"Job "+j.Name+" metadata"] = string(b)
+		b, _ = json.Marshal(j.Spec)
+		haystacks[prefix+"Job "+j.Name+" spec"] = string(b)
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodPending {
+			continue // nothing ran yet, so there is no log
+		}
+		for _, container := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
+			log, err := kube.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: container.Name}).DoRaw(ctx)
+			if err != nil {
+				t.Fatalf("reading the log of %s/%s: %v", p.Name, container.Name, err)
+			}
+			haystacks[prefix+"pod log "+p.Name+"/"+container.Name] = string(log)
+		}
+	}
+}
+
+// machineFails runs a TerraformMachine of the echo module through a failing apply, its deletion
+// and a failing destroy, adds what the namespace then holds to haystacks (prefixed "machine: "),
+// and lets the machine go by abandoning its infrastructure.
+func machineFails(t *testing.T, sys *system.System, c client.Client, ns, identity, variables, bootstrapData string, getRuns func() runsv1alpha1.RunList, haystacks map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := sys.PushModuleImage(ctx, echoImage, filepath.Join(sys.Env.RepoRoot, "test", "reliability", "leaks", "testdata", "modules", "echo")); err != nil {
+		t.Fatal(err)
+	}
+	m := &infrav1.TerraformMachine{}
+	m.Name, m.Namespace = "echo", ns
+	m.Spec.Source.Image = echoImage
+	m.Spec.VariablesFrom = []infrav1.VariablesSource{{SecretRef: &infrav1.SourceReference{Name: variables}}}
+	m.Spec.IdentityRef = &infrav1.IdentityReference{Name: identity}
+	// The bootstrap data Secret capitest.Own would make, with the marker as its value.
+	bootstrap := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: m.Name + "-bootstrap", Namespace: ns, Labels: map[string]string{clusterv1.ClusterNameLabel: capitest.DefaultCluster}},
+		Type:       clusterv1.ClusterSecretType,
+		Data:       map[string][]byte{"value": []byte(bootstrapData), "format": []byte("cloud-config")},
+	}
+	if err := c.Create(ctx, bootstrap); err != nil {
+		t.Fatal(err)
+	}
+	if err := capitest.Own(ctx, c, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	waitFailed := func(op jobs.Op) runsv1alpha1.Run {
+		t.Helper()
+		var found runsv1alpha1.Run
+		if err := rel.Poll(3*time.Minute, func() (bool, error) {
+			for _, r := range getRuns().Items {
+				if r.Spec.Target.Kind == infrav1.MachineKind.Kind && r.Spec.Operation == string(op) && r.Status.Phase == runsv1alpha1.RunPhaseFailed {
+					found = r
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			t.Fatalf("the machine's %s never failed: %v\n%s", op, err, sys.Log("controller"))
+		}
+		return found
+	}
+	failedRuns := []runsv1alpha1.Run{waitFailed(jobs.OpApply)}
+	if err := c.Delete(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	failedRuns = append(failedRuns, waitFailed(jobs.OpDestroy))
+
+	collectNamespace(t, c, ns, "machine: ", haystacks)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(m.Status)
+	haystacks["machine: status"] = string(b)
+	// Positive control: the module did print the inputs, and they reached the tail and the log
+	// scrubbed.
+	for _, r := range failedRuns {
+		if r.Status.Error == nil || !strings.Contains(r.Status.Error.Summary, "with (sensitive)") {
+			t.Errorf("the %s run's error %+v lacks the scrubbed inputs", r.Spec.Operation, r.Status.Error)
+		}
+		var log string
+		for where, hay := range haystacks {
+			if strings.HasPrefix(where, "machine: pod log "+r.Name+"-") && strings.HasSuffix(where, "/"+jobspec.SourceContainer) {
+				log += hay
+			}
+		}
+		if n := strings.Count(log, "(sensitive)"); n < 3 {
+			t.Errorf("the log of the %s run holds %d scrubbed values, want the three inputs at least:\n%s", r.Spec.Operation, n, log)
+		}
+	}
+
+	// Let it go, as an operator would a machine whose destroy cannot succeed.
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, workspace.AbandonAnnotation, m.UID)
+	if err := c.Patch(ctx, m, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	if err := rel.Poll(2*time.Minute, func() (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(m), &infrav1.TerraformMachine{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}); err != nil {
+		t.Fatalf("the abandoned machine is still there: %v", err)
+	}
+}

@@ -1,0 +1,1 @@
+../../../../../../artifacts/samples/modules/noop/contract.tf
