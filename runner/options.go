@@ -62,7 +62,7 @@ type Options struct {
 	InputsHash string
 	// AllowDeletesHash is the inputs hash whose destructive plans were approved.
 	AllowDeletesHash string
-	// ExpectPlan is the approved p2: plan hash; the apply goes ahead only when the new plan has
+	// ExpectPlan is the approved p3: plan hash; the apply goes ahead only when the new plan has
 	// this hash.
 	ExpectPlan string
 	// PlanKeyFile holds the key of the plan hash.
@@ -120,7 +120,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.GuardDeletes, runflag.GuardDeletes, o.GuardDeletes, "stop before a plan that deletes or replaces unless approved")
 	fs.StringVar(&o.InputsHash, runflag.InputsHash, o.InputsHash, "hash of this run's rendered inputs")
 	fs.StringVar(&o.AllowDeletesHash, runflag.AllowDeletesHash, o.AllowDeletesHash, "inputs hash whose destructive plans are approved")
-	fs.StringVar(&o.ExpectPlan, runflag.ExpectPlan, o.ExpectPlan, "approved p2: plan hash; apply only a plan with this hash")
+	fs.StringVar(&o.ExpectPlan, runflag.ExpectPlan, o.ExpectPlan, "approved p3: plan hash; apply only a plan with this hash")
 	fs.StringVar(&o.PlanKeyFile, runflag.PlanKeyFile, o.PlanKeyFile, "key of the plan hash")
 	fs.IntVar(&o.RestoreChunks, runflag.RestoreChunks, o.RestoreChunks, "number of backup chunks in <config>/restore/ (restore)")
 	fs.IntVar(&o.RestoreResources, runflag.RestoreResources, o.RestoreResources, "resources the backup held (restore)")

@@ -368,7 +368,7 @@ func (r *runner) planToFile(ctx context.Context, extra ...string) (*planView, bo
 // planView is a parsed plan and what the result reports about it.
 type planView struct {
 	summary plan.Summary
-	// hash is the p2: hash; empty without a key.
+	// hash is the p3: hash; empty without a key.
 	hash string
 }
 

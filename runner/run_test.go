@@ -378,7 +378,7 @@ func TestShowOutputIsNeverLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, code := f.run(context.Background(), t)
-	if code != ExitOK || res.Plan == nil || res.Plan.Counts.Add != 1 || !strings.HasPrefix(res.Plan.Hash, "p2:") {
+	if code != ExitOK || res.Plan == nil || res.Plan.Counts.Add != 1 || !strings.HasPrefix(res.Plan.Hash, "p3:") {
 		t.Fatalf("exit %d, plan %+v; log:\n%s", code, res.Plan, f.stderr)
 	}
 	doc, _ := os.ReadFile(f.opts.ResultFile)

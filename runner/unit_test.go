@@ -227,7 +227,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"the guard needs the inputs hash", valid(func(o *Options) { o.GuardDeletes = true }), "--inputs-hash"},
 		{"the guard applies to apply only", valid(func(o *Options) { o.Op, o.GuardDeletes, o.InputsHash = jobs.OpPlan, true, "h1:x" }), "--guard-deletes"},
 		{"expect-plan applies to apply only", valid(func(o *Options) { o.Op, o.ExpectPlan = jobs.OpDestroy, jobs.EmptyPlanHash }), "--expect-plan"},
-		{"expect-plan must be a p2 hash", valid(func(o *Options) { o.ExpectPlan = "p1:abc" }), "p2:"},
+		{"expect-plan must be a p3 hash", valid(func(o *Options) { o.ExpectPlan = "p1:abc" }), "p3:"},
+		{"expect-plan refuses a p2 hash", valid(func(o *Options) { o.ExpectPlan = "p2:" + strings.Repeat("ab", 32) }), "p3:"},
 		{"restore needs chunks", valid(func(o *Options) { o.Op = jobs.OpRestore }), "--restore-chunks"},
 	}
 	for _, tt := range tests {

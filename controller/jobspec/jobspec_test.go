@@ -233,10 +233,10 @@ func TestRunnerArgs(t *testing.T) {
 		{"every apply option", func(p *Params) {
 			p.PlanKeySecret = "captf-plankey-c-web"
 			p.Policy.LockTimeoutSeconds = ptr.To[int64](0)
-			p.ForceUnlock, p.GuardDeletes, p.AllowDeletesHash, p.ExpectPlan = "lock-1", true, "h1:x", "p2:abc"
+			p.ForceUnlock, p.GuardDeletes, p.AllowDeletesHash, p.ExpectPlan = "lock-1", true, "h1:x", "p3:abc"
 		}, append(common("apply", "0s", prod),
 			"--plan-key-file=/captf/plan-key/key", "--force-unlock=lock-1", "--guard-deletes", "--inputs-hash=h1:x",
-			"--allow-deletes-hash=h1:x", "--expect-plan=p2:abc")},
+			"--allow-deletes-hash=h1:x", "--expect-plan=p3:abc")},
 		{"restore", func(p *Params) {
 			p.Op, p.Restore = jobs.OpRestore, &Restore{Backup: "captf-backup-c-web-3", Resources: 4}
 		}, append(common("restore", "300s", prod), "--restore-chunks=1", "--restore-resources=4")},

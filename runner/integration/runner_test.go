@@ -77,8 +77,8 @@ func TestPlanHash(t *testing.T) {
 		t.Errorf("steps %v", got)
 	}
 	p := first.Plan
-	if p == nil || !strings.HasPrefix(p.Hash, "p2:") || p.Hash == jobs.EmptyPlanHash || p.Counts != (jobs.Counts{Add: 1}) {
-		t.Fatalf("plan %+v, want a p2: hash of one create", p)
+	if p == nil || !strings.HasPrefix(p.Hash, "p3:") || p.Hash == jobs.EmptyPlanHash || p.Counts != (jobs.Counts{Add: 1}) {
+		t.Fatalf("plan %+v, want a p3: hash of one create", p)
 	}
 	if !slices.EqualFunc(p.Resources, []jobs.ResourceChange{{Address: thisAddress, Actions: []string{"create"}}}, func(a, b jobs.ResourceChange) bool {
 		return a.Address == b.Address && slices.Equal(a.Actions, b.Actions)
@@ -193,7 +193,7 @@ func TestExpectPlan(t *testing.T) {
 	if got := changed.steps(); slices.Contains(got, "apply") {
 		t.Errorf("steps %v include apply", got)
 	}
-	if changed.Plan == nil || changed.Plan.Hash == stale.Hash || !strings.HasPrefix(changed.Plan.Hash, "p2:") || changed.Plan.Counts != (jobs.Counts{Change: 1}) {
+	if changed.Plan == nil || changed.Plan.Hash == stale.Hash || !strings.HasPrefix(changed.Plan.Hash, "p3:") || changed.Plan.Counts != (jobs.Counts{Change: 1}) {
 		t.Errorf("plan %+v, want the new plan's hash and counts", changed.Plan)
 	}
 	if len(changed.Plan.Resources) != 1 || changed.Plan.Resources[0].Address != thisAddress {
@@ -344,7 +344,7 @@ func TestResultFitsWith200Resources(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := parsed.Plan
-		if p == nil || p.Counts != (jobs.Counts{Add: 201}) || !strings.HasPrefix(p.Hash, "p2:") || !p.Truncated || len(p.Resources) == 0 || len(p.Resources) > jobs.MaxPlanResources {
+		if p == nil || p.Counts != (jobs.Counts{Add: 201}) || !strings.HasPrefix(p.Hash, "p3:") || !p.Truncated || len(p.Resources) == 0 || len(p.Resources) > jobs.MaxPlanResources {
 			t.Errorf("%s: plan %+v, want the hash, 201 adds and a truncated list", op, p)
 		}
 	}
