@@ -354,6 +354,104 @@ func TestRuntimeSeesScrubbedEnvironment(t *testing.T) {
 	}
 }
 
+// TestRuntimeSeesOnlyTheRunnersCLIConfiguration runs the fake runtime with a variable of the
+// base environment that could point OpenTofu at another CLI configuration, credentials or
+// plugins, and checks what the runtime sees: the runner's value, or nothing. OpenTofu reads
+// tofurc, *.tfrc and credentials.tfrc.json under XDG_CONFIG_HOME, an implied provider mirror
+// under XDG_DATA_HOME, and container registry credentials under XDG_CONFIG_HOME and
+// XDG_RUNTIME_DIR.
+func TestRuntimeSeesOnlyTheRunnersCLIConfiguration(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     string
+		mirror  bool
+		want    func(work string) string // the entry the runtime sees; "" when the name is gone
+		dropped bool                     // the log names the variable as dropped
+	}{
+		{
+			name: "XDG_CONFIG_HOME is the work directory's",
+			env:  "XDG_CONFIG_HOME=/user/config",
+			want: func(work string) string { return "XDG_CONFIG_HOME=" + filepath.Join(work, ".config") },
+		},
+		{
+			name: "XDG_DATA_HOME is the work directory's",
+			env:  "XDG_DATA_HOME=/user/data",
+			want: func(work string) string { return "XDG_DATA_HOME=" + filepath.Join(work, ".local/share") },
+		},
+		{
+			name: "XDG_CACHE_HOME is the work directory's",
+			env:  "XDG_CACHE_HOME=/user/cache",
+			want: func(work string) string { return "XDG_CACHE_HOME=" + filepath.Join(work, ".cache") },
+		},
+		{
+			name:    "XDG_RUNTIME_DIR is dropped",
+			env:     "XDG_RUNTIME_DIR=/run/user/0",
+			dropped: true,
+		},
+		{
+			name:    "TERRAFORM_CONFIG is dropped",
+			env:     "TERRAFORM_CONFIG=/user/terraformrc",
+			dropped: true,
+		},
+		{
+			name:    "TF_CLI_CONFIG_FILE is dropped when the image has no provider mirror",
+			env:     "TF_CLI_CONFIG_FILE=/user/tofurc",
+			dropped: true,
+		},
+		{
+			name:   "TF_CLI_CONFIG_FILE is the runner's file when the image has a provider mirror",
+			env:    "TF_CLI_CONFIG_FILE=/user/tofurc",
+			mirror: true,
+			want:   func(work string) string { return "TF_CLI_CONFIG_FILE=" + filepath.Join(work, "cli.tfrc") },
+		},
+		{
+			name:    "TF_TOKEN_ registry tokens are dropped",
+			env:     "TF_TOKEN_registry_example_com=tok",
+			dropped: true,
+		},
+		{
+			name:    "TF_PLUGIN_CACHE_DIR is dropped",
+			env:     "TF_PLUGIN_CACHE_DIR=/user/cache",
+			dropped: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeRun(t, jobs.OpDestroy, tt.env)
+			if tt.mirror {
+				f.opts.Providers = filepath.Join(f.dir, "providers")
+				if err := os.Mkdir(f.opts.Providers, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, code := f.run(context.Background(), t); code != ExitOK {
+				t.Fatalf("exit %d; log:\n%s", code, f.stderr)
+			}
+			data, err := os.ReadFile(filepath.Join(f.dir, "env"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name, _, _ := strings.Cut(tt.env, "=")
+			var seen []string
+			for _, kv := range strings.Split(string(data), "\n") {
+				if strings.HasPrefix(kv, name+"=") {
+					seen = append(seen, kv)
+				}
+			}
+			var want []string
+			if tt.want != nil {
+				want = []string{tt.want(f.opts.Workdir)}
+			}
+			if !slices.Equal(seen, want) {
+				t.Errorf("the runtime sees %q, want %q", seen, want)
+			}
+			if got := strings.Contains(f.stderr.String(), "dropped "+name); got != tt.dropped {
+				t.Errorf("the log names %s as dropped: %v, want %v\n%s", name, got, tt.dropped, f.stderr)
+			}
+		})
+	}
+}
+
 func TestProviderMirror(t *testing.T) {
 	f := newFakeRun(t, jobs.OpDestroy)
 	f.opts.Providers = filepath.Join(f.dir, "providers")

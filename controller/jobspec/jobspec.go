@@ -226,11 +226,13 @@ func configVolume(p Params) corev1.Volume {
 // BackupStateKey is the data key of a state backup: the state as the kubernetes backend stores it.
 const BackupStateKey = "tfstate"
 
-// reservedEnv are variables the runner sets itself or that would point OpenTofu elsewhere; a
-// policy cannot override them.
+// reservedEnv are variables the runner sets itself or that would point OpenTofu elsewhere (its
+// CLI configuration, credentials and plugins are found through HOME, the XDG directories and
+// TERRAFORM_CONFIG); a policy cannot override them.
 func reservedEnv(name string) bool {
 	switch name {
-	case "HOME", "TMPDIR", "CHECKPOINT_DISABLE":
+	case "HOME", "TMPDIR", "CHECKPOINT_DISABLE", "TERRAFORM_CONFIG",
+		"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR":
 		return true
 	}
 	return strings.HasPrefix(name, "TF_") || strings.HasPrefix(name, "KUBE_") || strings.HasPrefix(name, "KUBERNETES_")

@@ -178,6 +178,28 @@ func TestDroppedEnv(t *testing.T) {
 	}
 }
 
+// TestPolicyCannotRedirectTheCLIConfiguration: each variable through which OpenTofu finds a CLI
+// configuration, credentials or plugins is left out of the Job and reported.
+func TestPolicyCannotRedirectTheCLIConfiguration(t *testing.T) {
+	for _, name := range []string{
+		"TF_CLI_CONFIG_FILE", "TERRAFORM_CONFIG", "TF_TOKEN_registry_example_com", "TF_PLUGIN_CACHE_DIR",
+		"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR",
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := params()
+			p.Policy.Env = []corev1.EnvVar{{Name: name, Value: "/user/chosen"}}
+			for _, e := range Build(p).Spec.Template.Spec.Containers[0].Env {
+				if e.Name == name {
+					t.Errorf("the Job sets %s=%s", e.Name, e.Value)
+				}
+			}
+			if got := DroppedEnv(p.Policy); !slices.Equal(got, []string{name}) {
+				t.Errorf("DroppedEnv = %v, want [%s]", got, name)
+			}
+		})
+	}
+}
+
 func TestResourcesReplaceTheDefaultWhole(t *testing.T) {
 	p := params()
 	p.Policy.Resources = &corev1.ResourceRequirements{}

@@ -145,7 +145,10 @@ type JobPolicy struct {
 	// +listType=atomic
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
 
-	// env adds environment variables to the run. Names starting with TF_ or KUBE_ are dropped.
+	// env adds environment variables to the run. Names the runner controls are dropped: those
+	// starting with TF_, KUBE_ or KUBERNETES_, HOME, TMPDIR, CHECKPOINT_DISABLE, TERRAFORM_CONFIG
+	// and XDG_CONFIG_HOME, XDG_DATA_HOME, XDG_CACHE_HOME and XDG_RUNTIME_DIR, through which
+	// OpenTofu would find another CLI configuration, credentials or plugins.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
