@@ -41,6 +41,9 @@ type Options struct {
 	// Providers is an optional provider mirror; when it exists, OpenTofu installs providers
 	// from it only. It has no flag: the pod layout fixes it at DefaultProviders.
 	Providers string
+	// CLIConfig is the run's own OpenTofu CLI configuration file. When set, it is the whole
+	// CLI configuration: the runner writes none for Providers.
+	CLIConfig string
 	// Workdir is the writable work directory (root module copy, plan files, data dir, HOME).
 	Workdir string
 	// Image is the module image reference, reported in the result.
@@ -124,6 +127,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PlanKeyFile, runflag.PlanKeyFile, o.PlanKeyFile, "key of the plan hash")
 	fs.IntVar(&o.RestoreChunks, runflag.RestoreChunks, o.RestoreChunks, "number of backup chunks in <config>/restore/ (restore)")
 	fs.IntVar(&o.RestoreResources, runflag.RestoreResources, o.RestoreResources, "resources the backup held (restore)")
+	fs.StringVar(&o.CLIConfig, runflag.CLIConfig, o.CLIConfig, "CLI configuration file of the run; replaces the one the runner writes for the provider mirror")
 }
 
 // Validate checks the options that flag parsing cannot. Every error is a *UsageError.

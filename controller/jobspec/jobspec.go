@@ -37,6 +37,8 @@ const (
 	ConfigDir      = "/captf/config"
 	PlanKeyDir     = "/captf/plan-key"
 	PlanKeyFile    = PlanKeyDir + "/key"
+	CLIConfigDir   = "/captf/cli-config"
+	CLIConfigFile  = CLIConfigDir + "/" + infrav1.CLIConfigKey
 	ModuleDir      = "/captf/module"
 	RuntimePath    = "/captf/runtime"
 	ImageRunnerBin = "/runner"
@@ -157,6 +159,15 @@ func podSpec(p Params) corev1.PodSpec {
 	if p.PlanKeySecret != "" {
 		volumes = append(volumes, corev1.Volume{Name: "plan-key", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: p.PlanKeySecret, DefaultMode: ptr.To[int32](0o440)}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "plan-key", MountPath: PlanKeyDir, ReadOnly: true})
+	}
+	if ref := p.Policy.CLIConfigSecretRef; ref != nil {
+		// Only the configuration's key is projected: nothing else of the Secret enters the pod.
+		volumes = append(volumes, corev1.Volume{Name: "cli-config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  ref.Name,
+			Items:       []corev1.KeyToPath{{Key: infrav1.CLIConfigKey, Path: infrav1.CLIConfigKey}},
+			DefaultMode: ptr.To[int32](0o440),
+		}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "cli-config", MountPath: CLIConfigDir, ReadOnly: true})
 	}
 	var envFrom []corev1.EnvFromSource
 	if p.CredentialsSecret != "" {

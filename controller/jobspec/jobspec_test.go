@@ -123,6 +123,35 @@ func TestBuild(t *testing.T) {
 				t.Errorf("credentials not mounted read-only at %s: %v %v", CredentialsDir, j.Spec.Template.Spec.Volumes, c.VolumeMounts)
 			}
 		}},
+		{"a CLI configuration Secret is mounted read-only, its tofurc key only, and passed to the runner", func(p *Params) {
+			p.Policy.CLIConfigSecretRef = &infrav1.SourceReference{Name: "registry-mirror"}
+		}, func(t *testing.T, j *batchv1.Job) {
+			c := j.Spec.Template.Spec.Containers[0]
+			var ok bool
+			for _, v := range j.Spec.Template.Spec.Volumes {
+				ok = ok || v.Name == "cli-config" && v.Secret != nil && v.Secret.SecretName == "registry-mirror" && *v.Secret.DefaultMode == 0o440 &&
+					slices.Equal(v.Secret.Items, []corev1.KeyToPath{{Key: "tofurc", Path: "tofurc"}})
+			}
+			mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+				return m.Name == "cli-config" && m.MountPath == CLIConfigDir && m.ReadOnly
+			})
+			if !ok || !mounted {
+				t.Errorf("CLI configuration not mounted read-only at %s: %v %v", CLIConfigDir, j.Spec.Template.Spec.Volumes, c.VolumeMounts)
+			}
+			if CLIConfigFile != "/captf/cli-config/tofurc" || !slices.Contains(c.Command, "--cli-config="+CLIConfigFile) {
+				t.Errorf("command %q does not pass --cli-config=%s", c.Command, CLIConfigFile)
+			}
+		}},
+		{"without a CLI configuration Secret nothing is mounted and the runner writes its own", nil, func(t *testing.T, j *batchv1.Job) {
+			for _, v := range j.Spec.Template.Spec.Volumes {
+				if v.Name == "cli-config" {
+					t.Error("CLI configuration mounted")
+				}
+			}
+			if slices.ContainsFunc(j.Spec.Template.Spec.Containers[0].Command, func(a string) bool { return strings.HasPrefix(a, "--cli-config") }) {
+				t.Error("CLI configuration flag passed")
+			}
+		}},
 		{"without an identity no credentials are given", nil, func(t *testing.T, j *batchv1.Job) {
 			if len(j.Spec.Template.Spec.Containers[0].EnvFrom) != 0 {
 				t.Errorf("envFrom = %+v", j.Spec.Template.Spec.Containers[0].EnvFrom)
@@ -262,6 +291,8 @@ func TestRunnerArgs(t *testing.T) {
 		{"restore", func(p *Params) {
 			p.Op, p.Restore = jobs.OpRestore, &Restore{Backup: "captf-backup-c-web-3", Resources: 4}
 		}, append(common("restore", "300s", prod), "--restore-chunks=1", "--restore-resources=4")},
+		{"a CLI configuration", func(p *Params) { p.Policy.CLIConfigSecretRef = &infrav1.SourceReference{Name: "registry-mirror"} },
+			append(common("apply", "300s", prod), "--cli-config=/captf/cli-config/tofurc")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := params()

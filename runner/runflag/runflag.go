@@ -41,6 +41,8 @@ const (
 	RestoreChunks = "restore-chunks"
 	// RestoreResources is how many resource instances the backup held.
 	RestoreResources = "restore-resources"
+	// CLIConfig is the run's own OpenTofu CLI configuration file, which replaces the runner's.
+	CLIConfig = "cli-config"
 )
 
 // Flag returns the flag as written on a command line: --name. A boolean flag is passed so.
