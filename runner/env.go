@@ -56,7 +56,7 @@ func runtimeEnv(base []string, workdir string, extra map[string]string) (env, dr
 		if _, isExtra := extra[name]; isExtra {
 			continue
 		}
-		if droppedVariables[name] || (strings.HasPrefix(name, "TF_") || strings.HasPrefix(name, "KUBE_")) && !keptVariables[name] {
+		if droppedVariables[name] || ((strings.HasPrefix(name, "TF_") || strings.HasPrefix(name, "KUBE_")) && !keptVariables[name]) {
 			dropped = append(dropped, name)
 			continue
 		}

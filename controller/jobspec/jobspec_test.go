@@ -142,7 +142,7 @@ func TestBuild(t *testing.T) {
 				t.Errorf("command %q does not pass --cli-config=%s", c.Command, CLIConfigFile)
 			}
 		}},
-		{"without a CLI configuration Secret nothing is mounted and the runner writes its own", nil, func(t *testing.T, j *batchv1.Job) {
+		{"without a CLI configuration Secret nothing is mounted and no flag is passed", nil, func(t *testing.T, j *batchv1.Job) {
 			for _, v := range j.Spec.Template.Spec.Volumes {
 				if v.Name == "cli-config" {
 					t.Error("CLI configuration mounted")
