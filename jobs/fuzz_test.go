@@ -90,7 +90,7 @@ func FuzzSummaryCodec(f *testing.F) {
 	full, _ := EncodeSummary(fullSummary())
 	f.Add(full)
 	f.Add(`{"outcome":"Succeeded"}`)
-	f.Add(`{"plan":{"hash":"p2:x","resources":[{"address":"a","actions":["delete"]}],"truncated":true},"unknown":1}`)
+	f.Add(`{"plan":{"hash":"p3:x","resources":[{"address":"a","actions":["delete"]}],"truncated":true},"unknown":1}`)
 	f.Add(`{"error":{"kind":"step","summary":"\u0001\u0002\ud800"},"finishedAt":"2026-10-01T12:00:00.5Z"}`)
 	f.Add(`{"drift":{"detected":true,"resources":[{"address":"` + strings.Repeat("é", 300) + `"}]}}`)
 	f.Add(`{"outcome":`)
@@ -128,7 +128,7 @@ func FuzzSummaryCodec(f *testing.F) {
 func FuzzRunnerResult(f *testing.F) {
 	full, _ := EncodeRunnerResult(fullRunnerResult())
 	f.Add(full)
-	f.Add([]byte(`{"version":1,"op":"plan","plan":{"hash":"p2:x","counts":{"add":1,"change":0,"destroy":0}}}`))
+	f.Add([]byte(`{"version":1,"op":"plan","plan":{"hash":"p3:x","counts":{"add":1,"change":0,"destroy":0}}}`))
 	f.Add([]byte(`{"version":2}`))
 	f.Add([]byte(`{"version":1,"steps":[{"name":"init","exit":0,"seconds":1e308}]}`))
 	f.Add([]byte(`runner: killed`))

@@ -73,9 +73,13 @@ const podSuffixLength = 5
 // hash6Length is the length of the hash at the end of a Job name.
 const hash6Length = 6
 
-// EmptyPlanHash is the plan hash of a plan without changes: p2: and the hex SHA-256 of the empty
+// PlanHashPrefix is the version of the plan hash the runner reports and the controller
+// approves (p3:). A plan hash of any other version is planned again, never applied.
+const PlanHashPrefix = "p3:"
+
+// EmptyPlanHash is the plan hash of a plan without changes: p3: and the hex SHA-256 of the empty
 // string. An apply of it needs no approval.
-const EmptyPlanHash = "p2:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+const EmptyPlanHash = PlanHashPrefix + "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 // NameInputs are what a Job name is a function of.
 type NameInputs struct {

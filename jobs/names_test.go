@@ -338,8 +338,8 @@ func TestShortenName(t *testing.T) {
 }
 
 func TestEmptyPlanHash(t *testing.T) {
-	// p2: and the hex SHA-256 of the empty string.
-	if got := "p2:" + sha256Hex(""); got != EmptyPlanHash {
+	// p3: and the hex SHA-256 of the empty string.
+	if got := "p3:" + sha256Hex(""); got != EmptyPlanHash {
 		t.Errorf("EmptyPlanHash = %q, want %q", EmptyPlanHash, got)
 	}
 }

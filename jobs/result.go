@@ -57,7 +57,7 @@ type ErrorSummary struct {
 
 // PlanSummary is the plan a plan Job, or a guarded or approved apply, produced.
 type PlanSummary struct {
-	// Hash is the p2: plan hash; it is never dropped to fit.
+	// Hash is the p3: plan hash; it is never dropped to fit.
 	Hash string `json:"hash,omitempty"`
 	// Add counts resources to create.
 	Add int `json:"add"`

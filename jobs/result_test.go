@@ -71,7 +71,7 @@ func TestEncodeSummaryBounds(t *testing.T) {
 		},
 		{
 			name: "plan resources are capped at 50 and marked truncated",
-			in:   Summary{Plan: &PlanSummary{Hash: "p2:x", Resources: resources(60, 10)}},
+			in:   Summary{Plan: &PlanSummary{Hash: "p3:x", Resources: resources(60, 10)}},
 			check: func(t *testing.T, s Summary) {
 				if len(s.Plan.Resources) != MaxPlanResources || !s.Plan.Truncated {
 					t.Errorf("%d resources, truncated %v", len(s.Plan.Resources), s.Plan.Truncated)
@@ -90,7 +90,7 @@ func TestEncodeSummaryBounds(t *testing.T) {
 		{
 			name: "to fit, drift resources are dropped before plan resources",
 			in: Summary{
-				Plan:  &PlanSummary{Hash: "p2:x", Resources: resources(50, 100)},
+				Plan:  &PlanSummary{Hash: "p3:x", Resources: resources(50, 100)},
 				Drift: &DriftSummary{Detected: true, Resources: resources(20, 200)},
 			},
 			check: func(t *testing.T, s Summary) {
@@ -106,7 +106,7 @@ func TestEncodeSummaryBounds(t *testing.T) {
 			name: "to fit, resource lists go before the error summary, and the first resources stay",
 			in: Summary{
 				Error: &ErrorSummary{Kind: ErrorKindStep, Summary: strings.Repeat("e", 512)},
-				Plan:  &PlanSummary{Hash: "p2:x", Add: 50, Resources: resources(50, 300)},
+				Plan:  &PlanSummary{Hash: "p3:x", Add: 50, Resources: resources(50, 300)},
 			},
 			check: func(t *testing.T, s Summary) {
 				if len(s.Error.Summary) != 512 {
@@ -122,7 +122,7 @@ func TestEncodeSummaryBounds(t *testing.T) {
 			in: Summary{
 				Outcome: OutcomeFailed,
 				Error:   &ErrorSummary{Kind: ErrorKindStep, Step: strings.Repeat("s", 300), Summary: strings.Repeat("\x01", 512)},
-				Plan:    &PlanSummary{Hash: "p2:" + strings.Repeat("h", 7500), Add: 1, Change: 2, Destroy: 3, Resources: resources(3, 10)},
+				Plan:    &PlanSummary{Hash: "p3:" + strings.Repeat("h", 7500), Add: 1, Change: 2, Destroy: 3, Resources: resources(3, 10)},
 			},
 			check: func(t *testing.T, s Summary) {
 				if len(s.Plan.Resources) != 0 || len(s.Error.Summary) == 512 {
@@ -131,7 +131,7 @@ func TestEncodeSummaryBounds(t *testing.T) {
 				if len(s.Error.Step) != maxWordBytes {
 					t.Errorf("step has %d bytes", len(s.Error.Step))
 				}
-				if s.Plan.Hash != "p2:"+strings.Repeat("h", 7500) || s.Plan.Add != 1 || s.Plan.Change != 2 || s.Plan.Destroy != 3 {
+				if s.Plan.Hash != "p3:"+strings.Repeat("h", 7500) || s.Plan.Add != 1 || s.Plan.Change != 2 || s.Plan.Destroy != 3 {
 					t.Errorf("hash or counts dropped: %+v", s.Plan)
 				}
 			},

@@ -119,7 +119,7 @@ type RunnerError struct {
 
 // RunnerPlan is a plan the runner produced.
 type RunnerPlan struct {
-	// Hash is the p2: plan hash; it is never dropped to fit.
+	// Hash is the p3: plan hash; it is never dropped to fit.
 	Hash string `json:"hash,omitempty"`
 	// Counts counts the changes; they are never dropped to fit.
 	Counts Counts `json:"counts"`

@@ -20,7 +20,7 @@ func fullRunnerResult() RunnerResult {
 		Steps:   []RunnerStep{{Name: "init", Exit: 0, Seconds: 1.25}, {Name: "apply", Exit: 1, Seconds: 30}},
 		Error:   &RunnerError{Kind: ErrorKindStep, Step: "apply", Tail: "Error: boom"},
 		Changes: &Changes{Add: 1, Change: 2, Destroy: 3, Import: 4},
-		Plan:    &RunnerPlan{Hash: "p2:abc", Counts: Counts{Add: 1, Change: 2, Destroy: 3}, Resources: resources(2, 10), Destructive: true},
+		Plan:    &RunnerPlan{Hash: "p3:abc", Counts: Counts{Add: 1, Change: 2, Destroy: 3}, Resources: resources(2, 10), Destructive: true},
 		Drift:   &RunnerDrift{Detected: true, Counts: Counts{Change: 1}, Resources: resources(1, 10)},
 	}
 }
@@ -101,7 +101,7 @@ func TestEncodeRunnerResultDropOrder(t *testing.T) {
 			Steps:   steps,
 			Error:   &RunnerError{Kind: ErrorKindStep, Step: "apply", Tail: strings.Repeat("t", 600)},
 			Changes: &Changes{Add: 1},
-			Plan:    &RunnerPlan{Hash: "p2:" + strings.Repeat("a", 64), Counts: Counts{Add: 7, Change: 8, Destroy: 9}, Resources: resources(50, 60)},
+			Plan:    &RunnerPlan{Hash: "p3:" + strings.Repeat("a", 64), Counts: Counts{Add: 7, Change: 8, Destroy: 9}, Resources: resources(50, 60)},
 			Drift:   &RunnerDrift{Detected: true, Counts: Counts{Add: 1}, Resources: resources(20, 60)},
 		}
 	}
@@ -128,7 +128,7 @@ func TestEncodeRunnerResultDropOrder(t *testing.T) {
 					Image:   &RunnerImage{},
 					Error:   &RunnerError{Kind: ErrorKindStep, Tail: strings.Repeat("t", 100)},
 					Changes: &Changes{Add: 1},
-					Plan:    &RunnerPlan{Hash: "p2:x", Resources: resources(20, 40)},
+					Plan:    &RunnerPlan{Hash: "p3:x", Resources: resources(20, 40)},
 				}
 				for {
 					r.Image.Ref += "r"
@@ -163,7 +163,7 @@ func TestEncodeRunnerResultDropOrder(t *testing.T) {
 				if len(r.Steps) != 16 {
 					t.Errorf("steps went before the lists: %d", len(r.Steps))
 				}
-				if r.Plan.Hash != "p2:"+strings.Repeat("a", 64) || r.Plan.Counts != (Counts{Add: 7, Change: 8, Destroy: 9}) {
+				if r.Plan.Hash != "p3:"+strings.Repeat("a", 64) || r.Plan.Counts != (Counts{Add: 7, Change: 8, Destroy: 9}) {
 					t.Errorf("plan hash or counts dropped: %+v", r.Plan)
 				}
 			},
@@ -256,15 +256,15 @@ func TestNewSummary(t *testing.T) {
 				Outcome: OutcomeFailed,
 				Error:   &ErrorSummary{Kind: ErrorKindStep, Step: "apply", Summary: "Error: boom"},
 				Changes: &Changes{Add: 1, Change: 2, Destroy: 3, Import: 4},
-				Plan:    &PlanSummary{Hash: "p2:abc", Add: 1, Change: 2, Destroy: 3, Resources: resources(2, 10), Destructive: true},
+				Plan:    &PlanSummary{Hash: "p3:abc", Add: 1, Change: 2, Destroy: 3, Resources: resources(2, 10), Destructive: true},
 				Drift:   &DriftSummary{Detected: true, Change: 1, Resources: resources(1, 10)},
 			},
 		},
 		{
 			name:    "the summary's lists are capped",
 			outcome: OutcomeSucceeded,
-			result:  &RunnerResult{Plan: &RunnerPlan{Hash: "p2:x", Resources: resources(60, 5)}},
-			want:    Summary{Outcome: OutcomeSucceeded, Plan: &PlanSummary{Hash: "p2:x", Resources: resources(50, 5), Truncated: true}},
+			result:  &RunnerResult{Plan: &RunnerPlan{Hash: "p3:x", Resources: resources(60, 5)}},
+			want:    Summary{Outcome: OutcomeSucceeded, Plan: &PlanSummary{Hash: "p3:x", Resources: resources(50, 5), Truncated: true}},
 		},
 	}
 	for _, tt := range tests {
@@ -295,7 +295,7 @@ func TestBookkeepingMarks(t *testing.T) {
 	withError := func(kind ErrorKind) *RunnerResult {
 		return &RunnerResult{Version: 1, Error: &RunnerError{Kind: kind}}
 	}
-	withPlan := &RunnerResult{Version: 1, Plan: &RunnerPlan{Hash: "p2:abc"}}
+	withPlan := &RunnerResult{Version: 1, Plan: &RunnerPlan{Hash: "p3:abc"}}
 	tests := []struct {
 		name   string
 		job    batchv1.Job

@@ -337,7 +337,7 @@ const (
 type CurrentPlan struct {
 	// InputsHash is the inputs hash the plan was made from.
 	InputsHash string
-	// PlanHash is the plan's p2: hash.
+	// PlanHash is the plan's p3: hash.
 	PlanHash string
 	// Job is the Job that produced the plan.
 	Job string
@@ -374,7 +374,7 @@ type PlanView struct {
 	Phase PlanPhase
 	// InputsHash is the inputs hash the plan was made from.
 	InputsHash string
-	// PlanHash is the plan's p2: hash, when the run reported one.
+	// PlanHash is the plan's p3: hash, when the run reported one.
 	PlanHash string
 	// ApprovalHash is the hash an approval must quote and that PlanApprovalCheck writes: the
 	// plan hash, or for a blocked apply its inputs hash.

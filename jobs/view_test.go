@@ -84,9 +84,9 @@ func TestViewRun(t *testing.T) {
 		{
 			name: "op, attempt, inputs hash, drift remediation and approved plan come from the Job's labels and annotations",
 			job: mkJob(OpApply, 7, running,
-				annotate(AnnotationInputsHash, "h1:i"), annotate(AnnotationDriftRemediation, "true"), annotate(AnnotationApprovedPlan, "p2:x")),
+				annotate(AnnotationInputsHash, "h1:i"), annotate(AnnotationDriftRemediation, "true"), annotate(AnnotationApprovedPlan, "p3:x")),
 			check: func(t *testing.T, v RunView) {
-				if v.Operation != OpApply || v.Attempt != 7 || v.InputsHash != "h1:i" || !v.DriftRemediation || v.ApprovedPlan != "p2:x" {
+				if v.Operation != OpApply || v.Attempt != 7 || v.InputsHash != "h1:i" || !v.DriftRemediation || v.ApprovedPlan != "p3:x" {
 					t.Errorf("view %+v", v)
 				}
 			},
@@ -177,7 +177,7 @@ func TestViewRun(t *testing.T) {
 }
 
 const (
-	planHash   = "p2:1111"
+	planHash   = "p3:1111"
 	inputsHash = "h1:inputs"
 )
 
@@ -260,7 +260,7 @@ func TestViewPlan(t *testing.T) {
 		{
 			name: "an approval of another hash leaves it awaiting approval, with no approver shown",
 			job:  planJob(1, succeeded), want: PlanPhaseAwaitingApproval,
-			owner: with(currentPlan(), func(o *PlanOwner) { o.ApprovePlan, o.ApprovedBy = "p2:other", "alice" }),
+			owner: with(currentPlan(), func(o *PlanOwner) { o.ApprovePlan, o.ApprovedBy = "p3:other", "alice" }),
 			check: func(t *testing.T, v PlanView) {
 				if v.ApprovedBy != "" {
 					t.Errorf("approved by %q", v.ApprovedBy)
@@ -308,13 +308,13 @@ func TestViewPlan(t *testing.T) {
 		},
 		{
 			name: "an apply of another plan does not apply it",
-			job:  planJob(1, succeeded), retained: jobs(applyOf(5, succeeded, AnnotationApprovedPlan, "p2:other")),
+			job:  planJob(1, succeeded), retained: jobs(applyOf(5, succeeded, AnnotationApprovedPlan, "p3:other")),
 			owner: currentPlan(), want: PlanPhaseAwaitingApproval,
 		},
 		{
 			name: "the approved apply reported plan-changed: Changed",
 			job:  planJob(1, succeeded), retained: jobs(applyOf(5, planChanged, AnnotationApprovedPlan, planHash)),
-			owner: PlanOwner{Plan: &CurrentPlan{PlanHash: "p2:new", Job: "apply-a5"}}, want: PlanPhaseChanged,
+			owner: PlanOwner{Plan: &CurrentPlan{PlanHash: "p3:new", Job: "apply-a5"}}, want: PlanPhaseChanged,
 		},
 		{
 			name: "a failed approved apply leaves the plan Approved, since it retries the same plan",
@@ -340,10 +340,10 @@ func TestViewPlan(t *testing.T) {
 		{
 			name: "a plan-changed apply carries the new plan, awaiting approval while it is status.plan",
 			job: mkJob(OpApply, 5, planChanged, annotate(AnnotationApprovedPlan, planHash),
-				withSummary(Summary{Outcome: OutcomePlanChanged, Plan: &PlanSummary{Hash: "p2:new", Change: 1}})),
-			owner: PlanOwner{Plan: &CurrentPlan{PlanHash: "p2:new", Job: "apply-a5"}}, want: PlanPhaseAwaitingApproval,
+				withSummary(Summary{Outcome: OutcomePlanChanged, Plan: &PlanSummary{Hash: "p3:new", Change: 1}})),
+			owner: PlanOwner{Plan: &CurrentPlan{PlanHash: "p3:new", Job: "apply-a5"}}, want: PlanPhaseAwaitingApproval,
 			check: func(t *testing.T, v PlanView) {
-				if v.Source != PlanSourceChangedApply || v.ApprovalHash != "p2:new" || v.Change != 1 {
+				if v.Source != PlanSourceChangedApply || v.ApprovalHash != "p3:new" || v.Change != 1 {
 					t.Errorf("view %+v", v)
 				}
 			},
@@ -351,8 +351,8 @@ func TestViewPlan(t *testing.T) {
 		{
 			name: "a plan-changed apply's new plan is Applied by a later apply of it",
 			job: mkJob(OpApply, 5, planChanged,
-				withSummary(Summary{Outcome: OutcomePlanChanged, Plan: &PlanSummary{Hash: "p2:new"}})),
-			retained: jobs(applyOf(6, succeeded, AnnotationApprovedPlan, "p2:new")), want: PlanPhaseApplied,
+				withSummary(Summary{Outcome: OutcomePlanChanged, Plan: &PlanSummary{Hash: "p3:new"}})),
+			retained: jobs(applyOf(6, succeeded, AnnotationApprovedPlan, "p3:new")), want: PlanPhaseApplied,
 		},
 		{
 			name: "a plan-changed apply without a new plan is Failed",
@@ -472,7 +472,7 @@ func TestPlanApprovalCheck(t *testing.T) {
 			job:  &blockedJob, owner: PlanOwner{CurrentInputsHash: inputsHash}, hash: inputsHash, want: ApprovalAllowed,
 			wantAnn: map[string]string{AnnotationApproveDestructivePlan: inputsHash, AnnotationApprovedBy: "alice", AnnotationApprovedAt: approvedAt},
 		},
-		{name: "a hash that differs is a conflict", job: &plan, owner: currentPlan(), hash: "p2:other", want: ApprovalConflict, wantMsg: "has hash " + planHash + ", not p2:other"},
+		{name: "a hash that differs is a conflict", job: &plan, owner: currentPlan(), hash: "p3:other", want: ApprovalConflict, wantMsg: "has hash " + planHash + ", not p3:other"},
 		{name: "a plan that is not the object's current one is a conflict", job: &plan, owner: PlanOwner{}, hash: planHash, want: ApprovalConflict, wantMsg: "is not the current plan of TerraformCluster web"},
 		{name: "a plan still planning is a conflict", job: ptrTo(mkJob(OpPlan, 1, running)), hash: planHash, want: ApprovalConflict, wantMsg: "still planning"},
 		{name: "a failed plan is a conflict", job: ptrTo(planJob(1, failed)), hash: planHash, want: ApprovalConflict, wantMsg: "failed"},

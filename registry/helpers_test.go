@@ -24,8 +24,8 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // planHash and inputsHash are well-formed hashes.
 var (
-	planHash   = "p2:" + strings.Repeat("ab", 32)
-	planHash2  = "p2:" + strings.Repeat("cd", 32)
+	planHash   = "p3:" + strings.Repeat("ab", 32)
+	planHash2  = "p3:" + strings.Repeat("cd", 32)
 	inputsHash = "h1:" + strings.Repeat("12", 32)
 )
 

@@ -8,21 +8,35 @@ import (
 
 // keptVariables are the TF_* and KUBE_* variables the runtime may see: the Job sets them on
 // purpose. Every other TF_* or KUBE_* variable could redirect the backend, the data dir, the CLI
-// configuration or the variables, so it is dropped.
+// configuration, the plugin cache, registry tokens or the variables, so it is dropped.
 var keptVariables = map[string]bool{
 	"TF_IN_AUTOMATION": true,
 	"TF_INPUT":         true,
 	"KUBE_NAMESPACE":   true,
 }
 
+// droppedVariables are the variables without the TF_ prefix that OpenTofu or Terraform read to
+// find a CLI configuration or credentials: TERRAFORM_CONFIG is the older name of
+// TF_CLI_CONFIG_FILE, and OpenTofu looks for container registry credentials under
+// XDG_RUNTIME_DIR. The runner owns the CLI configuration, so none of them may point elsewhere.
+var droppedVariables = map[string]bool{
+	"TERRAFORM_CONFIG": true,
+	"XDG_RUNTIME_DIR":  true,
+}
+
 // runtimeEnv derives the runtime's environment from base. It drops TF_* and KUBE_* variables
-// other than keptVariables, forces HOME and TF_DATA_DIR into workdir, keeps TMPDIR or points it
-// at <workdir>/tmp, sets the automation defaults when absent, and applies extra last. It returns
-// the environment, the names it dropped (never their values) and the TMPDIR it chose.
+// other than keptVariables and the droppedVariables, forces HOME, TF_DATA_DIR and the XDG base
+// directories (where OpenTofu looks for CLI configuration files, credentials and plugins) into
+// workdir, keeps TMPDIR or points it at <workdir>/tmp, sets the automation defaults when absent,
+// and applies extra last. It returns the environment, the names it dropped (never their values)
+// and the TMPDIR it chose. A forced name is replaced, not reported.
 func runtimeEnv(base []string, workdir string, extra map[string]string) (env, dropped []string, tmpdir string) {
 	forced := map[string]string{
-		"HOME":        workdir,
-		"TF_DATA_DIR": filepath.Join(workdir, ".terraform"),
+		"HOME":            workdir,
+		"TF_DATA_DIR":     filepath.Join(workdir, ".terraform"),
+		"XDG_CONFIG_HOME": filepath.Join(workdir, ".config"),
+		"XDG_DATA_HOME":   filepath.Join(workdir, ".local", "share"),
+		"XDG_CACHE_HOME":  filepath.Join(workdir, ".cache"),
 	}
 	defaults := map[string]string{
 		"TF_IN_AUTOMATION":   "1",
@@ -42,7 +56,7 @@ func runtimeEnv(base []string, workdir string, extra map[string]string) (env, dr
 		if _, isExtra := extra[name]; isExtra {
 			continue
 		}
-		if (strings.HasPrefix(name, "TF_") || strings.HasPrefix(name, "KUBE_")) && !keptVariables[name] {
+		if droppedVariables[name] || ((strings.HasPrefix(name, "TF_") || strings.HasPrefix(name, "KUBE_")) && !keptVariables[name]) {
 			dropped = append(dropped, name)
 			continue
 		}

@@ -41,6 +41,9 @@ type Options struct {
 	// Providers is an optional provider mirror; when it exists, OpenTofu installs providers
 	// from it only. It has no flag: the pod layout fixes it at DefaultProviders.
 	Providers string
+	// CLIConfig is the run's own OpenTofu CLI configuration file. When set, it is the whole
+	// CLI configuration: the runner writes none for Providers.
+	CLIConfig string
 	// Workdir is the writable work directory (root module copy, plan files, data dir, HOME).
 	Workdir string
 	// Image is the module image reference, reported in the result.
@@ -62,7 +65,7 @@ type Options struct {
 	InputsHash string
 	// AllowDeletesHash is the inputs hash whose destructive plans were approved.
 	AllowDeletesHash string
-	// ExpectPlan is the approved p2: plan hash; the apply goes ahead only when the new plan has
+	// ExpectPlan is the approved p3: plan hash; the apply goes ahead only when the new plan has
 	// this hash.
 	ExpectPlan string
 	// PlanKeyFile holds the key of the plan hash.
@@ -127,12 +130,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.GuardDeletes, runflag.GuardDeletes, o.GuardDeletes, "stop before a plan that deletes or replaces unless approved")
 	fs.StringVar(&o.InputsHash, runflag.InputsHash, o.InputsHash, "hash of this run's rendered inputs")
 	fs.StringVar(&o.AllowDeletesHash, runflag.AllowDeletesHash, o.AllowDeletesHash, "inputs hash whose destructive plans are approved")
-	fs.StringVar(&o.ExpectPlan, runflag.ExpectPlan, o.ExpectPlan, "approved p2: plan hash; apply only a plan with this hash")
+	fs.StringVar(&o.ExpectPlan, runflag.ExpectPlan, o.ExpectPlan, "approved p3: plan hash; apply only a plan with this hash")
 	fs.StringVar(&o.PlanKeyFile, runflag.PlanKeyFile, o.PlanKeyFile, "key of the plan hash")
 	fs.IntVar(&o.RestoreChunks, runflag.RestoreChunks, o.RestoreChunks, "number of backup chunks in <config>/restore/ (restore)")
 	fs.IntVar(&o.RestoreResources, runflag.RestoreResources, o.RestoreResources, "resources the backup held (restore)")
 	fs.StringArrayVar(&o.SecretEnv, runflag.SecretEnv, o.SecretEnv, "environment variable whose value comes from a Secret and is redacted (repeatable)")
 	fs.StringVar(&o.Credentials, runflag.Credentials, o.Credentials, "directory of the identity's credentials, one file per key, redacted")
+	fs.StringVar(&o.CLIConfig, runflag.CLIConfig, o.CLIConfig, "CLI configuration file of the run; replaces the one the runner writes for the provider mirror")
 }
 
 // Validate checks the options that flag parsing cannot. Every error is a *UsageError.

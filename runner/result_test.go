@@ -80,7 +80,7 @@ func TestEncodeResultKeepsHashAndCounts(t *testing.T) {
 // counts.
 func FuzzEncodeResult(f *testing.F) {
 	f.Add("apply", "registry/m:v1", "/captf/runtime", "1.10.10", "step", "apply", "Error: boom", jobs.EmptyPlanHash, "module.a.b", 200, 3, 1, 2)
-	f.Add("plan", strings.Repeat("i", 5000), strings.Repeat("c", 5000), strings.Repeat("v", 5000), "plan-changed", "", strings.Repeat("é", 700), "p2:"+strings.Repeat("f", 64), strings.Repeat("x", 1000), 60, 0, 0, 0)
+	f.Add("plan", strings.Repeat("i", 5000), strings.Repeat("c", 5000), strings.Repeat("v", 5000), "plan-changed", "", strings.Repeat("é", 700), "p3:"+strings.Repeat("f", 64), strings.Repeat("x", 1000), 60, 0, 0, 0)
 	f.Fuzz(func(t *testing.T, op, image, command, version, kind, step, tail, hash, address string, resources, add, change, destroy int) {
 		// Past the caps (50 plan, 20 drift resources) more of the same adds only time.
 		resources = min(max(resources, 0), 120)

@@ -237,8 +237,16 @@ func (r *runner) prepare() error {
 		return fmt.Errorf("removing an old plan file: %w", err)
 	}
 	extra := map[string]string{}
-	if info, err := os.Stat(r.o.Providers); err == nil && info.IsDir() {
-		cli := filepath.Join(workdir, cliConfigName)
+	cli := filepath.Join(workdir, cliConfigName)
+	if r.o.CLIConfig != "" {
+		// A private copy: the runtime reads one file for the whole run, whatever happens to the
+		// mounted Secret meanwhile.
+		if err := copyFile(r.o.CLIConfig, cli, 0o600); err != nil {
+			return fmt.Errorf("copying the CLI configuration: %w", err)
+		}
+		extra["TF_CLI_CONFIG_FILE"] = cli
+		r.logf("providers: installing as the run's CLI configuration %s says", r.o.CLIConfig)
+	} else if info, err := os.Stat(r.o.Providers); err == nil && info.IsDir() {
 		if err := writeCLIConfig(cli, r.o.Providers); err != nil {
 			return err
 		}
@@ -395,7 +403,7 @@ func (r *runner) planToFile(ctx context.Context, extra ...string) (*planView, bo
 // planView is a parsed plan and what the result reports about it.
 type planView struct {
 	summary plan.Summary
-	// hash is the p2: hash; empty without a key.
+	// hash is the p3: hash; empty without a key.
 	hash string
 }
 

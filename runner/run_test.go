@@ -371,6 +371,175 @@ func TestRuntimeSeesScrubbedEnvironment(t *testing.T) {
 	}
 }
 
+// TestRuntimeSeesOnlyTheRunnersCLIConfiguration runs the fake runtime with a variable of the
+// base environment that could point OpenTofu at another CLI configuration, credentials or
+// plugins, and checks what the runtime sees: the runner's value, or nothing. OpenTofu reads
+// tofurc, *.tfrc and credentials.tfrc.json under XDG_CONFIG_HOME, an implied provider mirror
+// under XDG_DATA_HOME, and container registry credentials under XDG_CONFIG_HOME and
+// XDG_RUNTIME_DIR.
+func TestRuntimeSeesOnlyTheRunnersCLIConfiguration(t *testing.T) {
+	tests := []struct {
+		name      string
+		env       string
+		mirror    bool
+		cliConfig bool                     // the run has its own CLI configuration (--cli-config)
+		want      func(work string) string // the entry the runtime sees; nil when the name is gone
+		dropped   bool                     // the log names the variable as dropped
+	}{
+		{
+			name: "XDG_CONFIG_HOME is the work directory's",
+			env:  "XDG_CONFIG_HOME=/user/config",
+			want: func(work string) string { return "XDG_CONFIG_HOME=" + filepath.Join(work, ".config") },
+		},
+		{
+			name: "XDG_DATA_HOME is the work directory's",
+			env:  "XDG_DATA_HOME=/user/data",
+			want: func(work string) string { return "XDG_DATA_HOME=" + filepath.Join(work, ".local/share") },
+		},
+		{
+			name: "XDG_CACHE_HOME is the work directory's",
+			env:  "XDG_CACHE_HOME=/user/cache",
+			want: func(work string) string { return "XDG_CACHE_HOME=" + filepath.Join(work, ".cache") },
+		},
+		{
+			name:    "XDG_RUNTIME_DIR is dropped",
+			env:     "XDG_RUNTIME_DIR=/run/user/0",
+			dropped: true,
+		},
+		{
+			name:    "TERRAFORM_CONFIG is dropped",
+			env:     "TERRAFORM_CONFIG=/user/terraformrc",
+			dropped: true,
+		},
+		{
+			name:    "TF_CLI_CONFIG_FILE is dropped when the image has no provider mirror",
+			env:     "TF_CLI_CONFIG_FILE=/user/tofurc",
+			dropped: true,
+		},
+		{
+			name:   "TF_CLI_CONFIG_FILE is the runner's file when the image has a provider mirror",
+			env:    "TF_CLI_CONFIG_FILE=/user/tofurc",
+			mirror: true,
+			want:   func(work string) string { return "TF_CLI_CONFIG_FILE=" + filepath.Join(work, "cli.tfrc") },
+		},
+		{
+			name:      "TF_CLI_CONFIG_FILE is the runner's copy of the run's own CLI configuration",
+			env:       "TF_CLI_CONFIG_FILE=/user/tofurc",
+			cliConfig: true,
+			want:      func(work string) string { return "TF_CLI_CONFIG_FILE=" + filepath.Join(work, "cli.tfrc") },
+		},
+		{
+			name:    "TF_TOKEN_ registry tokens are dropped",
+			env:     "TF_TOKEN_registry_example_com=tok",
+			dropped: true,
+		},
+		{
+			name:    "TF_PLUGIN_CACHE_DIR is dropped",
+			env:     "TF_PLUGIN_CACHE_DIR=/user/cache",
+			dropped: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeRun(t, jobs.OpDestroy, tt.env)
+			if tt.mirror {
+				f.opts.Providers = filepath.Join(f.dir, "providers")
+				if err := os.Mkdir(f.opts.Providers, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.cliConfig {
+				f.opts.CLIConfig = filepath.Join(f.dir, "tofurc")
+				if err := os.WriteFile(f.opts.CLIConfig, []byte("# the run's\n"), 0o440); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, code := f.run(context.Background(), t); code != ExitOK {
+				t.Fatalf("exit %d; log:\n%s", code, f.stderr)
+			}
+			data, err := os.ReadFile(filepath.Join(f.dir, "env"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name, _, _ := strings.Cut(tt.env, "=")
+			var seen []string
+			for _, kv := range strings.Split(string(data), "\n") {
+				if strings.HasPrefix(kv, name+"=") {
+					seen = append(seen, kv)
+				}
+			}
+			var want []string
+			if tt.want != nil {
+				want = []string{tt.want(f.opts.Workdir)}
+			}
+			if !slices.Equal(seen, want) {
+				t.Errorf("the runtime sees %q, want %q", seen, want)
+			}
+			if got := strings.Contains(f.stderr.String(), "dropped "+name); got != tt.dropped {
+				t.Errorf("the log names %s as dropped: %v, want %v\n%s", name, got, tt.dropped, f.stderr)
+			}
+		})
+	}
+}
+
+// TestRunsOwnCLIConfiguration: --cli-config is the whole CLI configuration. The runtime reads
+// a private 0600 copy of it, never the runner's mirror configuration, even when the image has a
+// provider mirror; the log names the file, not what it holds.
+func TestRunsOwnCLIConfiguration(t *testing.T) {
+	const content = "provider_installation {\n  network_mirror {\n    url = \"https://mirror.example/\"\n  }\n}\ncredentials \"mirror.example\" {\n  token = \"secret-token\"\n}\n"
+	f := newFakeRun(t, jobs.OpDestroy)
+	f.opts.Providers = filepath.Join(f.dir, "providers")
+	if err := os.Mkdir(f.opts.Providers, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A Secret volume's file is a link into its ..data directory.
+	volume := filepath.Join(f.dir, "cli-config")
+	if err := os.MkdirAll(filepath.Join(volume, "..data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(volume, "..data", "tofurc"), []byte(content), 0o440); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", "tofurc"), filepath.Join(volume, "tofurc")); err != nil {
+		t.Fatal(err)
+	}
+	f.opts.CLIConfig = filepath.Join(volume, "tofurc")
+	if _, code := f.run(context.Background(), t); code != ExitOK {
+		t.Fatalf("exit %d; log:\n%s", code, f.stderr)
+	}
+	cli := filepath.Join(f.opts.Workdir, "cli.tfrc")
+	info, err := os.Lstat(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Mode().IsRegular() || info.Mode().Perm() != 0o600 {
+		t.Errorf("%s is %v, want a regular file with mode 0600", cli, info.Mode())
+	}
+	if data, _ := os.ReadFile(cli); string(data) != content {
+		t.Errorf("%s =\n%s\nwant the run's CLI configuration", cli, data)
+	}
+	env, _ := os.ReadFile(filepath.Join(f.dir, "env"))
+	if !slices.Contains(strings.Split(string(env), "\n"), "TF_CLI_CONFIG_FILE="+cli) {
+		t.Errorf("the runtime's environment lacks TF_CLI_CONFIG_FILE=%s", cli)
+	}
+	log := f.stderr.String()
+	if !strings.Contains(log, f.opts.CLIConfig) || strings.Contains(log, "secret-token") {
+		t.Errorf("the log should name the file and never its content:\n%s", log)
+	}
+}
+
+func TestMissingCLIConfigurationFailsPreparation(t *testing.T) {
+	f := newFakeRun(t, jobs.OpDestroy)
+	f.opts.CLIConfig = filepath.Join(f.dir, "cli-config", "tofurc")
+	res, code := f.run(context.Background(), t)
+	if code != ExitFailure || res.Error == nil || res.Error.Kind != jobs.ErrorKindStep || res.Error.Step != StepPrepare {
+		t.Fatalf("exit %d, error %+v; want a prepare failure", code, res.Error)
+	}
+	if len(res.Steps) != 0 {
+		t.Errorf("steps ran: %v", stepNames(res))
+	}
+}
+
 func TestProviderMirror(t *testing.T) {
 	f := newFakeRun(t, jobs.OpDestroy)
 	f.opts.Providers = filepath.Join(f.dir, "providers")
@@ -395,7 +564,7 @@ func TestShowOutputIsNeverLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, code := f.run(context.Background(), t)
-	if code != ExitOK || res.Plan == nil || res.Plan.Counts.Add != 1 || !strings.HasPrefix(res.Plan.Hash, "p2:") {
+	if code != ExitOK || res.Plan == nil || res.Plan.Counts.Add != 1 || !strings.HasPrefix(res.Plan.Hash, "p3:") {
 		t.Fatalf("exit %d, plan %+v; log:\n%s", code, res.Plan, f.stderr)
 	}
 	doc, _ := os.ReadFile(f.opts.ResultFile)

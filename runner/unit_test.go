@@ -38,6 +38,43 @@ func TestRuntimeEnv(t *testing.T) {
 			wantDropped: []string{"KUBE_CONFIG_PATH", "KUBE_TOKEN"},
 		},
 		{
+			name:        "registry tokens, the plugin cache and reattached providers (TF_) are dropped",
+			base:        []string{"TF_TOKEN_registry_example_com=tok", "TF_PLUGIN_CACHE_DIR=/cache", "TF_REATTACH_PROVIDERS={}"},
+			absent:      []string{"TF_TOKEN_registry_example_com", "TF_PLUGIN_CACHE_DIR", "TF_REATTACH_PROVIDERS"},
+			wantDropped: []string{"TF_PLUGIN_CACHE_DIR", "TF_REATTACH_PROVIDERS", "TF_TOKEN_registry_example_com"},
+		},
+		{
+			name:        "TERRAFORM_CONFIG, the older name of the CLI configuration file, is dropped",
+			base:        []string{"TERRAFORM_CONFIG=/user/terraformrc"},
+			absent:      []string{"TERRAFORM_CONFIG"},
+			wantDropped: []string{"TERRAFORM_CONFIG"},
+		},
+		{
+			name:        "XDG_RUNTIME_DIR, where registry credentials are looked for, is dropped",
+			base:        []string{"XDG_RUNTIME_DIR=/run/user/0"},
+			absent:      []string{"XDG_RUNTIME_DIR"},
+			wantDropped: []string{"XDG_RUNTIME_DIR"},
+		},
+		{
+			name: "XDG_CONFIG_HOME is forced into the work directory",
+			base: []string{"XDG_CONFIG_HOME=/user/config"},
+			want: []string{"XDG_CONFIG_HOME=" + work + "/.config"},
+		},
+		{
+			name: "XDG_DATA_HOME is forced into the work directory",
+			base: []string{"XDG_DATA_HOME=/user/data"},
+			want: []string{"XDG_DATA_HOME=" + work + "/.local/share"},
+		},
+		{
+			name: "XDG_CACHE_HOME is forced into the work directory",
+			base: []string{"XDG_CACHE_HOME=/user/cache"},
+			want: []string{"XDG_CACHE_HOME=" + work + "/.cache"},
+		},
+		{
+			name: "the XDG base directories are set when absent",
+			want: []string{"XDG_CONFIG_HOME=" + work + "/.config", "XDG_DATA_HOME=" + work + "/.local/share", "XDG_CACHE_HOME=" + work + "/.cache"},
+		},
+		{
 			name: "TF_IN_AUTOMATION, TF_INPUT and KUBE_NAMESPACE are kept",
 			base: []string{"TF_IN_AUTOMATION=yes", "TF_INPUT=false", "KUBE_NAMESPACE=ns1"},
 			want: []string{"TF_IN_AUTOMATION=yes", "TF_INPUT=false", "KUBE_NAMESPACE=ns1"},
@@ -227,7 +264,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"the guard needs the inputs hash", valid(func(o *Options) { o.GuardDeletes = true }), "--inputs-hash"},
 		{"the guard applies to apply only", valid(func(o *Options) { o.Op, o.GuardDeletes, o.InputsHash = jobs.OpPlan, true, "h1:x" }), "--guard-deletes"},
 		{"expect-plan applies to apply only", valid(func(o *Options) { o.Op, o.ExpectPlan = jobs.OpDestroy, jobs.EmptyPlanHash }), "--expect-plan"},
-		{"expect-plan must be a p2 hash", valid(func(o *Options) { o.ExpectPlan = "p1:abc" }), "p2:"},
+		{"expect-plan must be a p3 hash", valid(func(o *Options) { o.ExpectPlan = "p1:abc" }), "p3:"},
+		{"expect-plan refuses a p2 hash", valid(func(o *Options) { o.ExpectPlan = "p2:" + strings.Repeat("ab", 32) }), "p3:"},
 		{"restore needs chunks", valid(func(o *Options) { o.Op = jobs.OpRestore }), "--restore-chunks"},
 	}
 	for _, tt := range tests {

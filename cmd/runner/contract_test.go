@@ -117,6 +117,13 @@ func TestJobArgsParse(t *testing.T) {
 				t.Errorf("the runner reads credentials from %q; the Job mounts them at %q", o.Credentials, jobspec.CredentialsDir)
 			}
 		}},
+		{"a run with its own CLI configuration", func(p *jobspec.Params) {
+			p.Policy.CLIConfigSecretRef = &infrav1.SourceReference{Name: "registry-mirror"}
+		}, func(t *testing.T, o runner.Options) {
+			if o.CLIConfig != jobspec.CLIConfigFile {
+				t.Errorf("CLI configuration %q, want %q", o.CLIConfig, jobspec.CLIConfigFile)
+			}
+		}},
 		{"restore", func(p *jobspec.Params) {
 			p.Op, p.Restore = jobs.OpRestore, &jobspec.Restore{Backup: "captf-backup-c-web-3", Resources: 4}
 		}, func(t *testing.T, o runner.Options) {

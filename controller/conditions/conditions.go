@@ -74,6 +74,7 @@ const (
 	ReasonJobNameTaken             = "JobNameTaken"
 	ReasonDurableInputsMissing     = "DurableInputsMissing"
 	ReasonServiceAccountNotOptedIn = "ServiceAccountNotOptedIn"
+	ReasonCLIConfigNotFound        = "CLIConfigNotFound"
 	ReasonRunnerReady              = "RunnerReady"
 
 	// DriftJobSucceeded (refresh, drift) and DriftDetected.

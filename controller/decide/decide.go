@@ -245,7 +245,7 @@ func (in Input) remediation() (Decision, bool) {
 func (in Input) gated(reason string, remediation bool) (Decision, bool) {
 	if in.Manual {
 		plan := in.Plan
-		if plan == nil || plan.InputsHash != in.CurrentInputsHash || !strings.HasPrefix(plan.PlanHash, "p2:") {
+		if plan == nil || plan.InputsHash != in.CurrentInputsHash || !strings.HasPrefix(plan.PlanHash, jobs.PlanHashPrefix) {
 			return in.start(jobs.OpPlan, reason), true
 		}
 		if in.ApprovedPlan != plan.PlanHash && plan.PlanHash != jobs.EmptyPlanHash {

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -10,7 +11,7 @@ import (
 	"github.com/captf/captf/jobs"
 )
 
-const planHash = "p2:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+const planHash = "p3:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 func driftJob(attempt int32, minute int, detected bool) batchv1.Job {
 	summary, _ := jobs.EncodeSummary(jobs.Summary{Outcome: jobs.OutcomeSucceeded, Drift: &jobs.DriftSummary{Detected: detected, Change: 1}})
@@ -34,6 +35,14 @@ func TestGatedApplies(t *testing.T) {
 		{"manual: an old p1 plan is planned again", func(in *Input) {
 			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: "p1:abc"}
 		}, jobs.OpPlan, InputsChanged, nil},
+		{"manual: an approved p2 plan is planned again, not applied", func(in *Input) {
+			old := "p2:" + strings.Repeat("ab", 32)
+			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: old}
+			in.ApprovedPlan = old
+		}, jobs.OpPlan, InputsChanged, nil},
+		{"manual: an empty p2 plan is planned again, not applied", func(in *Input) {
+			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: "p2:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}
+		}, jobs.OpPlan, InputsChanged, nil},
 		{"manual: a current plan waits for approval and holds the schedule", func(in *Input) {
 			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: planHash}
 			in.Drift.IntervalSeconds = nil
@@ -45,7 +54,7 @@ func TestGatedApplies(t *testing.T) {
 		}},
 		{"manual: a stale approval never applies", func(in *Input) {
 			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: planHash}
-			in.ApprovedPlan = "p2:ffff"
+			in.ApprovedPlan = "p3:ffff"
 		}, "", PlanAwaitingApproval, nil},
 		{"manual: the approved plan is applied with its hash expected", func(in *Input) {
 			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: planHash}
@@ -66,7 +75,7 @@ func TestGatedApplies(t *testing.T) {
 			in.Manual, in.State, in.Jobs = true, state.State{}, nil
 		}, jobs.OpApply, NoState, nil},
 		{"manual: a plan-changed apply does not back off; the new plan waits", func(in *Input) {
-			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: "p2:new"}
+			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: "p3:new"}
 			in.ApprovedPlan = planHash
 			in.Jobs = append(in.Jobs, job(jobs.OpApply, 2, jobs.OutcomePlanChanged, 995))
 		}, "", PlanAwaitingApproval, nil},

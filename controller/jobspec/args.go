@@ -35,6 +35,9 @@ func runnerArgs(p Params) []string {
 	if p.PlanKeySecret != "" {
 		args = append(args, runflag.Arg(runflag.PlanKeyFile, PlanKeyFile))
 	}
+	if p.Policy.CLIConfigSecretRef != nil {
+		args = append(args, runflag.Arg(runflag.CLIConfig, CLIConfigFile))
+	}
 	if p.ForceUnlock != "" {
 		args = append(args, runflag.Arg(runflag.ForceUnlock, p.ForceUnlock))
 	}

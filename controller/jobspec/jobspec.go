@@ -36,6 +36,8 @@ const (
 	ConfigDir      = "/captf/config"
 	PlanKeyDir     = "/captf/plan-key"
 	PlanKeyFile    = PlanKeyDir + "/key"
+	CLIConfigDir   = "/captf/cli-config"
+	CLIConfigFile  = CLIConfigDir + "/" + infrav1.CLIConfigKey
 	ModuleDir      = "/captf/module"
 	RuntimePath    = "/captf/runtime"
 	ImageRunnerBin = "/runner"
@@ -164,6 +166,15 @@ func podSpec(p Params) corev1.PodSpec {
 		volumes = append(volumes, corev1.Volume{Name: "plan-key", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: p.PlanKeySecret, DefaultMode: ptr.To[int32](0o440)}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "plan-key", MountPath: PlanKeyDir, ReadOnly: true})
 	}
+	if ref := p.Policy.CLIConfigSecretRef; ref != nil {
+		// Only the configuration's key is projected: nothing else of the Secret enters the pod.
+		volumes = append(volumes, corev1.Volume{Name: "cli-config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  ref.Name,
+			Items:       []corev1.KeyToPath{{Key: infrav1.CLIConfigKey, Path: infrav1.CLIConfigKey}},
+			DefaultMode: ptr.To[int32](0o440),
+		}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "cli-config", MountPath: CLIConfigDir, ReadOnly: true})
+	}
 	var envFrom []corev1.EnvFromSource
 	if p.CredentialsSecret != "" {
 		volumes = append(volumes, corev1.Volume{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: p.CredentialsSecret, DefaultMode: ptr.To[int32](0o440)}}})
@@ -232,11 +243,13 @@ func configVolume(p Params) corev1.Volume {
 // BackupStateKey is the data key of a state backup: the state as the kubernetes backend stores it.
 const BackupStateKey = "tfstate"
 
-// reservedEnv are variables the runner sets itself or that would point OpenTofu elsewhere; a
-// policy cannot override them.
+// reservedEnv are variables the runner sets itself or that would point OpenTofu elsewhere (its
+// CLI configuration, credentials and plugins are found through HOME, the XDG directories and
+// TERRAFORM_CONFIG); a policy cannot override them.
 func reservedEnv(name string) bool {
 	switch name {
-	case "HOME", "TMPDIR", "CHECKPOINT_DISABLE":
+	case "HOME", "TMPDIR", "CHECKPOINT_DISABLE", "TERRAFORM_CONFIG",
+		"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR":
 		return true
 	}
 	return strings.HasPrefix(name, "TF_") || strings.HasPrefix(name, "KUBE_") || strings.HasPrefix(name, "KUBERNETES_")

@@ -123,6 +123,35 @@ func TestBuild(t *testing.T) {
 				t.Errorf("credentials not mounted read-only at %s: %v %v", CredentialsDir, j.Spec.Template.Spec.Volumes, c.VolumeMounts)
 			}
 		}},
+		{"a CLI configuration Secret is mounted read-only, its tofurc key only, and passed to the runner", func(p *Params) {
+			p.Policy.CLIConfigSecretRef = &infrav1.SourceReference{Name: "registry-mirror"}
+		}, func(t *testing.T, j *batchv1.Job) {
+			c := j.Spec.Template.Spec.Containers[0]
+			var ok bool
+			for _, v := range j.Spec.Template.Spec.Volumes {
+				ok = ok || v.Name == "cli-config" && v.Secret != nil && v.Secret.SecretName == "registry-mirror" && *v.Secret.DefaultMode == 0o440 &&
+					slices.Equal(v.Secret.Items, []corev1.KeyToPath{{Key: "tofurc", Path: "tofurc"}})
+			}
+			mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+				return m.Name == "cli-config" && m.MountPath == CLIConfigDir && m.ReadOnly
+			})
+			if !ok || !mounted {
+				t.Errorf("CLI configuration not mounted read-only at %s: %v %v", CLIConfigDir, j.Spec.Template.Spec.Volumes, c.VolumeMounts)
+			}
+			if CLIConfigFile != "/captf/cli-config/tofurc" || !slices.Contains(c.Command, "--cli-config="+CLIConfigFile) {
+				t.Errorf("command %q does not pass --cli-config=%s", c.Command, CLIConfigFile)
+			}
+		}},
+		{"without a CLI configuration Secret nothing is mounted and no flag is passed", nil, func(t *testing.T, j *batchv1.Job) {
+			for _, v := range j.Spec.Template.Spec.Volumes {
+				if v.Name == "cli-config" {
+					t.Error("CLI configuration mounted")
+				}
+			}
+			if slices.ContainsFunc(j.Spec.Template.Spec.Containers[0].Command, func(a string) bool { return strings.HasPrefix(a, "--cli-config") }) {
+				t.Error("CLI configuration flag passed")
+			}
+		}},
 		{"without an identity no credentials are given", nil, func(t *testing.T, j *batchv1.Job) {
 			if len(j.Spec.Template.Spec.Containers[0].EnvFrom) != 0 {
 				t.Errorf("envFrom = %+v", j.Spec.Template.Spec.Containers[0].EnvFrom)
@@ -175,6 +204,28 @@ func TestDroppedEnv(t *testing.T) {
 	got := DroppedEnv(infrav1.JobPolicy{Env: []corev1.EnvVar{{Name: "TF_LOG"}, {Name: "A"}, {Name: "KUBERNETES_SERVICE_HOST"}}})
 	if !slices.Equal(got, []string{"TF_LOG", "KUBERNETES_SERVICE_HOST"}) {
 		t.Fatalf("DroppedEnv = %v", got)
+	}
+}
+
+// TestPolicyCannotRedirectTheCLIConfiguration: each variable through which OpenTofu finds a CLI
+// configuration, credentials or plugins is left out of the Job and reported.
+func TestPolicyCannotRedirectTheCLIConfiguration(t *testing.T) {
+	for _, name := range []string{
+		"TF_CLI_CONFIG_FILE", "TERRAFORM_CONFIG", "TF_TOKEN_registry_example_com", "TF_PLUGIN_CACHE_DIR",
+		"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR",
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := params()
+			p.Policy.Env = []corev1.EnvVar{{Name: name, Value: "/user/chosen"}}
+			for _, e := range Build(p).Spec.Template.Spec.Containers[0].Env {
+				if e.Name == name {
+					t.Errorf("the Job sets %s=%s", e.Name, e.Value)
+				}
+			}
+			if got := DroppedEnv(p.Policy); !slices.Equal(got, []string{name}) {
+				t.Errorf("DroppedEnv = %v, want [%s]", got, name)
+			}
+		})
 	}
 }
 
@@ -233,13 +284,15 @@ func TestRunnerArgs(t *testing.T) {
 		{"every apply option", func(p *Params) {
 			p.PlanKeySecret = "captf-plankey-c-web"
 			p.Policy.LockTimeoutSeconds = ptr.To[int64](0)
-			p.ForceUnlock, p.GuardDeletes, p.AllowDeletesHash, p.ExpectPlan = "lock-1", true, "h1:x", "p2:abc"
+			p.ForceUnlock, p.GuardDeletes, p.AllowDeletesHash, p.ExpectPlan = "lock-1", true, "h1:x", "p3:abc"
 		}, append(common("apply", "0s", prod),
 			"--plan-key-file=/captf/plan-key/key", "--force-unlock=lock-1", "--guard-deletes", "--inputs-hash=h1:x",
-			"--allow-deletes-hash=h1:x", "--expect-plan=p2:abc")},
+			"--allow-deletes-hash=h1:x", "--expect-plan=p3:abc")},
 		{"restore", func(p *Params) {
 			p.Op, p.Restore = jobs.OpRestore, &Restore{Backup: "captf-backup-c-web-3", Resources: 4}
 		}, append(common("restore", "300s", prod), "--restore-chunks=1", "--restore-resources=4")},
+		{"a CLI configuration", func(p *Params) { p.Policy.CLIConfigSecretRef = &infrav1.SourceReference{Name: "registry-mirror"} },
+			append(common("apply", "300s", prod), "--cli-config=/captf/cli-config/tofurc")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := params()

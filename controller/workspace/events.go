@@ -28,6 +28,7 @@ const (
 	EventDigestUnknown                   = "DigestUnknown"
 	EventImagePinned                     = "ImagePinned"
 	EventServiceAccountNotOptedIn        = "ServiceAccountNotOptedIn"
+	EventCLIConfigNotFound               = "CLIConfigNotFound"
 	EventProvisioned                     = "Provisioned"
 	EventProviderIDSet                   = "ProviderIDSet"
 	EventControlPlaneEndpointSet         = "ControlPlaneEndpointSet"
@@ -90,4 +91,5 @@ var Events = []EventDoc{
 	{EventMirrorRemoved, "Normal", "The copy of an identity's credentials was deleted: the identity no longer lends them to the namespace, and no other object uses it."},
 	{EventExportsNotPublished, "Warning", "A cluster's exports output is too large for status.exports (65536 bytes of JSON); machines and pools read it from the state all the same."},
 	{EventServiceAccountNotOptedIn, "Warning", "spec.jobs.serviceAccountName names a ServiceAccount that does not exist or lacks the label captf.io/runner=true; no Job starts."},
+	{EventCLIConfigNotFound, "Warning", "spec.jobs.cliConfigSecretRef names a Secret that does not exist, lacks the label captf.io/cli-config=true or the key tofurc; no Job starts."},
 }

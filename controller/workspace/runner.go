@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/controller/state"
@@ -56,6 +57,41 @@ func (p *pass) runnerServiceAccountReady(ctx context.Context) (bool, error) {
 	}
 	setRunnerRBAC(p.status(), p.stamp(), name, problem)
 	return problem == "", nil
+}
+
+// cliConfigReady checks spec.jobs.cliConfigSecretRef before a Job mounts it: the Secret exists,
+// carries captf.io/cli-config=true and holds the key tofurc. Without the label, anyone who may
+// edit the object could mount any Secret of the namespace into a run; without the Secret or the
+// key, the pod could not start and would only time out. ready is false when no Job may start;
+// the op's condition and an event say why, naming the Secret, never what it holds.
+func (p *pass) cliConfigReady(ctx context.Context, op jobs.Op) (bool, error) {
+	ref := p.obj.WorkspaceSpec().Jobs.CLIConfigSecretRef
+	if ref == nil {
+		return true, nil
+	}
+	var secret corev1.Secret
+	err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: ref.Name}, &secret)
+	var problem string
+	switch {
+	case apierrors.IsNotFound(err):
+		problem = fmt.Sprintf("Secret %s (spec.jobs.cliConfigSecretRef) does not exist", ref.Name)
+	case err != nil:
+		return false, fmt.Errorf("reading the CLI configuration Secret %s: %w", ref.Name, err)
+	case secret.Labels[infrav1.CLIConfigLabel] != "true":
+		problem = fmt.Sprintf("Secret %s (spec.jobs.cliConfigSecretRef) does not carry the label %s=true that lets captf mount it into runs", ref.Name, infrav1.CLIConfigLabel)
+	default:
+		if _, ok := secret.Data[infrav1.CLIConfigKey]; !ok {
+			problem = fmt.Sprintf("Secret %s (spec.jobs.cliConfigSecretRef) has no key %s", ref.Name, infrav1.CLIConfigKey)
+		}
+	}
+	if problem == "" {
+		return true, nil
+	}
+	if c := conditions.Get(p.status().Conditions, conditionFor(op)); c == nil || c.Reason != conditions.ReasonCLIConfigNotFound || c.Message != problem {
+		p.event(nil, corev1.EventTypeWarning, EventCLIConfigNotFound, "%s; no Job starts", problem)
+	}
+	setOpCondition(p.status(), p.stamp(), op, metav1.ConditionFalse, conditions.ReasonCLIConfigNotFound, problem)
+	return false, nil
 }
 
 // ensureRunnerIdentity makes sure the run can keep its state and nothing else. It creates the

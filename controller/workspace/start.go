@@ -42,7 +42,7 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	mirror, wait, err := p.readyToRun(ctx)
+	mirror, wait, err := p.readyToRun(ctx, d.Op)
 	if err != nil || wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
@@ -97,10 +97,18 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 }
 
 // readyToRun checks what must hold before the run Lease is taken: the runner's ServiceAccount
-// may run Jobs, and the identity's credentials are copied (so a Secret in the way holds no
-// Lease). wait is how long to wait when not; mirror names the copy of the credentials.
-func (p *pass) readyToRun(ctx context.Context) (mirror string, wait time.Duration, err error) {
+// may run Jobs, the CLI configuration Secret may be mounted, and the identity's credentials are
+// copied (so a Secret in the way holds no Lease). wait is how long to wait when not; mirror
+// names the copy of the credentials.
+func (p *pass) readyToRun(ctx context.Context, op jobs.Op) (mirror string, wait time.Duration, err error) {
 	ready, err := p.runnerServiceAccountReady(ctx)
+	switch {
+	case err != nil:
+		return "", 0, err
+	case !ready:
+		return "", GateRequeue, nil
+	}
+	ready, err = p.cliConfigReady(ctx, op)
 	switch {
 	case err != nil:
 		return "", 0, err

@@ -48,7 +48,7 @@ func wantCondition(t *testing.T, s *infrav1.WorkspaceStatus, conditionType strin
 }
 
 func TestSetBooked(t *testing.T) {
-	plan := &jobs.PlanSummary{Hash: "p2:abc", Add: 1, Resources: []jobs.ResourceChange{{Address: "a.b", Actions: []string{"delete", "create"}}}}
+	plan := &jobs.PlanSummary{Hash: "p3:abc", Add: 1, Resources: []jobs.ResourceChange{{Address: "a.b", Actions: []string{"delete", "create"}}}}
 	remediate := infrav1.DriftSpec{Action: infrav1.DriftActionRemediate}
 	for _, tc := range []struct {
 		rule    string
@@ -76,7 +76,7 @@ func TestSetBooked(t *testing.T) {
 				wantCondition(t, s, conditions.DriftDetected, metav1.ConditionFalse, conditions.ReasonNoDrift)
 			}},
 		{rule: "the successful apply of an approved plan clears status.plan", planned: true,
-			run: bookedRun{job: bookedJob(jobs.OpApply, jobs.OutcomeSucceeded, jobs.AnnotationApprovedPlan, "p2:abc")},
+			run: bookedRun{job: bookedJob(jobs.OpApply, jobs.OutcomeSucceeded, jobs.AnnotationApprovedPlan, "p3:abc")},
 			check: func(t *testing.T, _ *infrav1.WorkspaceStatus, p *infrav1.PlanPreview) {
 				if p != nil {
 					t.Fatalf("status.plan = %+v", p)
@@ -131,7 +131,7 @@ func TestSetBooked(t *testing.T) {
 			run: bookedRun{job: bookedJob(jobs.OpPlan, jobs.OutcomeSucceeded, jobs.AnnotationInputsHash, "h1:x"), summary: jobs.Summary{Plan: plan}},
 			check: func(t *testing.T, s *infrav1.WorkspaceStatus, p *infrav1.PlanPreview) {
 				wantCondition(t, s, conditions.ApplyJobSucceeded, metav1.ConditionUnknown, conditions.ReasonPlanAwaitingApproval)
-				if p == nil || p.PlanHash != "p2:abc" || p.InputsHash != "h1:x" || p.Add != 1 || p.Resources[0] != "a.b (delete, create)" {
+				if p == nil || p.PlanHash != "p3:abc" || p.InputsHash != "h1:x" || p.Add != 1 || p.Resources[0] != "a.b (delete, create)" {
 					t.Fatalf("status.plan = %+v", p)
 				}
 			}},
@@ -139,7 +139,7 @@ func TestSetBooked(t *testing.T) {
 			run: bookedRun{job: bookedJob(jobs.OpApply, jobs.OutcomePlanChanged), summary: jobs.Summary{Plan: plan}},
 			check: func(t *testing.T, s *infrav1.WorkspaceStatus, p *infrav1.PlanPreview) {
 				wantCondition(t, s, conditions.ApplyJobSucceeded, metav1.ConditionUnknown, conditions.ReasonPlanChanged)
-				if p == nil || p.PlanHash != "p2:abc" {
+				if p == nil || p.PlanHash != "p3:abc" {
 					t.Fatalf("status.plan = %+v", p)
 				}
 			}},
@@ -190,7 +190,7 @@ func TestSetBooked(t *testing.T) {
 			if !tc.planned {
 				slot = nil
 			} else {
-				preview = &infrav1.PlanPreview{PlanHash: "p2:old"}
+				preview = &infrav1.PlanPreview{PlanHash: "p3:old"}
 			}
 			if tc.run.finished.IsZero() {
 				tc.run.finished = statusNow
@@ -247,7 +247,7 @@ func TestSetInputsProblem(t *testing.T) {
 }
 
 func TestSetWaiting(t *testing.T) {
-	plan := &infrav1.PlanPreview{PlanHash: "p2:abc", Job: "captf-c-web-plan-a1-aaaaaa"}
+	plan := &infrav1.PlanPreview{PlanHash: "p3:abc", Job: "captf-c-web-plan-a1-aaaaaa"}
 	for _, tc := range []struct {
 		rule       string
 		before     func(*infrav1.WorkspaceStatus)
@@ -258,7 +258,7 @@ func TestSetWaiting(t *testing.T) {
 	}{
 		{"a plan awaiting approval says how to approve it", nil, decide.PlanAwaitingApproval, plan, metav1.ConditionUnknown, conditions.ReasonPlanAwaitingApproval},
 		{"a changed plan keeps saying so while it waits", func(s *infrav1.WorkspaceStatus) {
-			at.set(&s.Conditions, conditions.ApplyJobSucceeded, metav1.ConditionUnknown, conditions.ReasonPlanChanged, "the new plan p2:abc waits")
+			at.set(&s.Conditions, conditions.ApplyJobSucceeded, metav1.ConditionUnknown, conditions.ReasonPlanChanged, "the new plan p3:abc waits")
 		}, decide.PlanAwaitingApproval, plan, metav1.ConditionUnknown, conditions.ReasonPlanChanged},
 		{"a blocked destructive apply waits for its approval", nil, decide.DestructivePlanBlocked, nil, metav1.ConditionFalse, conditions.ReasonDestructivePlanBlocked},
 		{"a backoff wait keeps the failure's condition", func(s *infrav1.WorkspaceStatus) {

@@ -3,6 +3,8 @@ package workspace_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -324,6 +326,68 @@ func TestAServiceAccountOverrideMustOptIn(t *testing.T) {
 	h.get(tc)
 	if !conditions.IsTrue(tc.Status.Conditions, conditions.RunnerRBACReady) {
 		t.Fatalf("RunnerRBACReady = %+v", conditions.Get(tc.Status.Conditions, conditions.RunnerRBACReady))
+	}
+}
+
+// TestACLIConfigSecretMustOptIn: spec.jobs.cliConfigSecretRef is mounted only when the Secret
+// exists, carries captf.io/cli-config=true and holds the key tofurc. Otherwise no Job starts and
+// the op's condition and an event say why.
+func TestACLIConfigSecretMustOptIn(t *testing.T) {
+	optedIn := map[string]string{infrav1.CLIConfigLabel: "true"}
+	for _, tc := range []struct {
+		rule    string
+		secret  *corev1.Secret // nil: there is none
+		problem string         // "" when the Job starts
+	}{
+		{"a missing Secret starts no Job", nil, "does not exist"},
+		{"a Secret without the label starts no Job",
+			&corev1.Secret{Data: map[string][]byte{infrav1.CLIConfigKey: []byte("")}}, "label captf.io/cli-config=true"},
+		{"a Secret labelled other than true starts no Job",
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{infrav1.CLIConfigLabel: "yes"}}, Data: map[string][]byte{infrav1.CLIConfigKey: []byte("")}}, "label captf.io/cli-config=true"},
+		{"a Secret without the key tofurc starts no Job",
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: optedIn}, Data: map[string][]byte{"config": []byte("x")}}, "no key tofurc"},
+		{"an opted-in Secret with the key is mounted",
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: optedIn}, Data: map[string][]byte{infrav1.CLIConfigKey: []byte("secret-token")}}, ""},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			h := newHarness(t, jobs.KindCluster)
+			if tc.secret != nil {
+				tc.secret.Name, tc.secret.Namespace = "registry", h.ns
+				if err := h.c.Create(h.ctx, tc.secret); err != nil {
+					t.Fatal(err)
+				}
+			}
+			obj := h.cluster("web", func(c *infrav1.TerraformCluster) {
+				c.Spec.Jobs.CLIConfigSecretRef = &infrav1.SourceReference{Name: "registry"}
+			})
+			h.settle(obj)
+			h.get(obj)
+			events := h.events()
+			if tc.problem == "" {
+				job := h.runningJob(jobs.KindCluster, "web")
+				if !slices.Contains(job.Spec.Template.Spec.Containers[0].Command, "--cli-config="+jobspec.CLIConfigFile) {
+					t.Errorf("the Job does not pass the CLI configuration: %q", job.Spec.Template.Spec.Containers[0].Command)
+				}
+				if n := countPrefix(events, "Warning CLIConfigNotFound"); n != 0 {
+					t.Errorf("%d CLIConfigNotFound events: %q", n, events)
+				}
+				return
+			}
+			if n := len(h.jobs(jobs.KindCluster, "web")); n != 0 {
+				t.Fatalf("%d Jobs started", n)
+			}
+			c := conditions.Get(obj.Status.Conditions, conditions.ApplyJobSucceeded)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != conditions.ReasonCLIConfigNotFound ||
+				!strings.Contains(c.Message, "Secret registry") || !strings.Contains(c.Message, tc.problem) {
+				t.Fatalf("ApplyJobSucceeded = %+v, want False/%s naming Secret registry and %q", c, conditions.ReasonCLIConfigNotFound, tc.problem)
+			}
+			if n := countPrefix(events, "Warning CLIConfigNotFound"); n != 1 {
+				t.Errorf("%d CLIConfigNotFound events, want 1: %q", n, events)
+			}
+			if h.runLease(jobs.KindCluster, "web") != nil {
+				t.Error("the run Lease was taken although no Job may start")
+			}
+		})
 	}
 }
 

@@ -77,8 +77,8 @@ func TestPlanHash(t *testing.T) {
 		t.Errorf("steps %v", got)
 	}
 	p := first.Plan
-	if p == nil || !strings.HasPrefix(p.Hash, "p2:") || p.Hash == jobs.EmptyPlanHash || p.Counts != (jobs.Counts{Add: 1}) {
-		t.Fatalf("plan %+v, want a p2: hash of one create", p)
+	if p == nil || !strings.HasPrefix(p.Hash, "p3:") || p.Hash == jobs.EmptyPlanHash || p.Counts != (jobs.Counts{Add: 1}) {
+		t.Fatalf("plan %+v, want a p3: hash of one create", p)
 	}
 	if !slices.EqualFunc(p.Resources, []jobs.ResourceChange{{Address: thisAddress, Actions: []string{"create"}}}, func(a, b jobs.ResourceChange) bool {
 		return a.Address == b.Address && slices.Equal(a.Actions, b.Actions)
@@ -193,7 +193,7 @@ func TestExpectPlan(t *testing.T) {
 	if got := changed.steps(); slices.Contains(got, "apply") {
 		t.Errorf("steps %v include apply", got)
 	}
-	if changed.Plan == nil || changed.Plan.Hash == stale.Hash || !strings.HasPrefix(changed.Plan.Hash, "p2:") || changed.Plan.Counts != (jobs.Counts{Change: 1}) {
+	if changed.Plan == nil || changed.Plan.Hash == stale.Hash || !strings.HasPrefix(changed.Plan.Hash, "p3:") || changed.Plan.Counts != (jobs.Counts{Change: 1}) {
 		t.Errorf("plan %+v, want the new plan's hash and counts", changed.Plan)
 	}
 	if len(changed.Plan.Resources) != 1 || changed.Plan.Resources[0].Address != thisAddress {
@@ -345,7 +345,7 @@ func TestResultFitsWith200Resources(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := parsed.Plan
-		if p == nil || p.Counts != (jobs.Counts{Add: 201}) || !strings.HasPrefix(p.Hash, "p2:") || !p.Truncated || len(p.Resources) == 0 || len(p.Resources) > jobs.MaxPlanResources {
+		if p == nil || p.Counts != (jobs.Counts{Add: 201}) || !strings.HasPrefix(p.Hash, "p3:") || !p.Truncated || len(p.Resources) == 0 || len(p.Resources) > jobs.MaxPlanResources {
 			t.Errorf("%s: plan %+v, want the hash, 201 adds and a truncated list", op, p)
 		}
 	}
@@ -499,5 +499,67 @@ func TestRestorePushesABackup(t *testing.T) {
 	failed := restore([][]byte{emptyBackup}, 3).mustFail(t, jobs.ErrorKindStep)
 	if failed.Error.Step != "state-list" {
 		t.Errorf("error %+v, want the empty state list to fail", failed.Error)
+	}
+}
+
+// TestOpenTofuReadsOnlyTheRunsCLIConfiguration runs real OpenTofu with a CLI configuration that
+// holds an unknown provider installation method, which OpenTofu reports on every command when
+// it reads it. Only the file given with --cli-config is read; no variable of the environment
+// leads OpenTofu to another one.
+func TestOpenTofuReadsOnlyTheRunsCLIConfiguration(t *testing.T) {
+	t.Parallel()
+	const (
+		bogus    = "provider_installation {\n  bogus_method {}\n}\n"
+		reported = `Unknown provider installation method "bogus_method"`
+	)
+	write := func(t *testing.T, path string) string {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(bogus), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	tests := []struct {
+		name   string
+		set    func(t *testing.T, o *runner.Options)
+		isRead bool
+	}{
+		{"a tofurc under XDG_CONFIG_HOME is not read", func(t *testing.T, o *runner.Options) {
+			dir := t.TempDir()
+			write(t, filepath.Join(dir, "opentofu", "tofurc"))
+			o.Environ = append(o.Environ, "XDG_CONFIG_HOME="+dir)
+		}, false},
+		{"a *.tfrc in the configuration directory under XDG_CONFIG_HOME is not read", func(t *testing.T, o *runner.Options) {
+			dir := t.TempDir()
+			write(t, filepath.Join(dir, "opentofu", "extra.tfrc"))
+			o.Environ = append(o.Environ, "XDG_CONFIG_HOME="+dir)
+		}, false},
+		{"a .tofurc under another HOME is not read", func(t *testing.T, o *runner.Options) {
+			dir := t.TempDir()
+			write(t, filepath.Join(dir, ".tofurc"))
+			o.Environ = append(o.Environ, "HOME="+dir)
+		}, false},
+		{"TERRAFORM_CONFIG is not read", func(t *testing.T, o *runner.Options) {
+			o.Environ = append(o.Environ, "TERRAFORM_CONFIG="+write(t, filepath.Join(t.TempDir(), "tofurc")))
+		}, false},
+		{"TF_CLI_CONFIG_FILE is not read", func(t *testing.T, o *runner.Options) {
+			o.Environ = append(o.Environ, "TF_CLI_CONFIG_FILE="+write(t, filepath.Join(t.TempDir(), "tofurc")))
+		}, false},
+		{"the run's own CLI configuration is read", func(t *testing.T, o *runner.Options) {
+			o.CLIConfig = write(t, filepath.Join(t.TempDir(), "tofurc"))
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "basic")
+			res := h.run(jobs.OpApply, vars("name", "a"), func(o *runner.Options) { tt.set(t, o) }).mustSucceed(t)
+			if got := strings.Contains(res.log, reported); got != tt.isRead {
+				t.Errorf("OpenTofu read the CLI configuration: %v, want %v\nlog:\n%s", got, tt.isRead, res.log)
+			}
+		})
 	}
 }

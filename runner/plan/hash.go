@@ -16,8 +16,10 @@ import (
 	"github.com/captf/captf/jobs"
 )
 
-// HashPrefix versions the plan hash: p2 is keyed (HMAC) and binds the effect of each change.
-const HashPrefix = "p2:"
+// HashPrefix versions the plan hash: p3 is keyed (HMAC), binds the effect of each change and
+// writes each line as a JSON array, so no address can pass for another line's fields. A hash of
+// an older version never equals a p3 hash, so its approval never matches a new plan.
+const HashPrefix = jobs.PlanHashPrefix
 
 // MinKeyBytes is the shortest plan key the runner accepts.
 const MinKeyBytes = 32
@@ -25,11 +27,13 @@ const MinKeyBytes = 32
 // ErrShortKey is returned for a plan key shorter than MinKeyBytes.
 var ErrShortKey = errors.New("plan key is shorter than 32 bytes")
 
-// Hash is the p2: hash of a plan: HashPrefix and the hex SHA-256 of the sorted lines
-// `<address>|<actions>|<hex HMAC-SHA256(key, effect)>` joined by "\n". There is one line per
-// resource change that is not a no-op, imports or was moved, and one per output change that is
-// not a no-op (address output.<name>). The effect is canonical JSON of what the change does, so
-// the hash moves exactly when what would be applied moves, and the key keeps readers of the
+// Hash is the p3: hash of a plan: HashPrefix and the hex SHA-256 of the sorted lines joined by
+// "\n", each line the canonical JSON array [address, [actions…], hex HMAC-SHA256(key, effect)].
+// JSON escapes the quotes and newlines an address may hold (a for_each key can hold anything),
+// so the text splits back into exactly the lines and fields it was made of. There is one line
+// per resource change that is not a no-op, imports or was moved, and one per output change that
+// is not a no-op (address output.<name>). The effect is canonical JSON of what the change does,
+// so the hash moves exactly when what would be applied moves, and the key keeps readers of the
 // hash from testing guesses of the values. A plan without such lines hashes to the SHA-256 of
 // the empty string (jobs.EmptyPlanHash).
 func Hash(p *tfjson.Plan, key []byte) (string, error) {
@@ -54,7 +58,11 @@ func Lines(p *tfjson.Plan, key []byte) ([]string, error) {
 		}
 		mac := hmac.New(sha256.New, key)
 		mac.Write(doc)
-		lines = append(lines, address+"|"+strings.Join(actionStrings(actions), ",")+"|"+hex.EncodeToString(mac.Sum(nil)))
+		text, err := jobs.CanonicalJSON([]any{address, actionStrings(actions), hex.EncodeToString(mac.Sum(nil))})
+		if err != nil {
+			return fmt.Errorf("encoding the line of %s: %w", address, err)
+		}
+		lines = append(lines, string(text))
 		return nil
 	}
 	for _, rc := range p.ResourceChanges {

@@ -48,6 +48,17 @@ func mustHash(t *testing.T, plan string, key []byte) string {
 	return h
 }
 
+// deleteChange deletes terraform_data.this; a delete binds only its address and actions, so its
+// effect is always {}.
+const deleteChange = `{"actions":["delete"],"before":{"n":"a"},"after":null}`
+
+// macHex is the hex HMAC-SHA256 of an effect, as a hash line carries it.
+func macHex(key []byte, effect string) string {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(effect))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 const update = `{"actions":["update"],"before":{"id":"1","name":"a","extra":"x"},"after":{"id":"1","name":"b","extra":"x"},"after_unknown":{},"before_sensitive":{},"after_sensitive":{}}`
 
 func TestHashRules(t *testing.T) {
@@ -79,6 +90,24 @@ func TestHashRules(t *testing.T) {
 			name: "the address binds",
 			a:    doc([]string{rcAt("terraform_data.a", update)}),
 			b:    doc([]string{rcAt("terraform_data.b", update)}),
+		},
+		{
+			name: "a newline in an address cannot pass for the start of another line",
+			a: doc([]string{
+				rcAt(`terraform_data.this["a"]`, deleteChange),
+				rcAt(`terraform_data.this["b"]`, deleteChange),
+			}),
+			b: doc([]string{rcAt(`terraform_data.this["a"]|delete|`+macHex(keyA, `{}`)+"\n"+`terraform_data.this["b"]`, deleteChange)}),
+		},
+		{
+			name: "a | in an address cannot pass for the end of the address",
+			a:    doc([]string{rcAt(`terraform_data.this["k|delete"]`, `{"actions":["delete"],"before":{"n":"a"},"after":null}`)}),
+			b:    doc([]string{rcAt(`terraform_data.this["k`, `{"actions":["delete\"]|delete"],"before":{"n":"a"},"after":null}`)}),
+		},
+		{
+			name: "a comma in an action cannot pass for two actions",
+			a:    doc([]string{rc(`{"actions":["delete","create"],"before":{"n":"a"},"after":{"n":"a"}}`)}),
+			b:    doc([]string{rc(`{"actions":["delete,create"],"before":{"n":"a"},"after":{"n":"a"}}`)}),
 		},
 		{
 			name: "a changed value changes the hash",
@@ -204,7 +233,7 @@ func TestHashRules(t *testing.T) {
 			}
 			ha, hb := mustHash(t, tt.a, keyA), mustHash(t, tt.b, kb)
 			if !strings.HasPrefix(ha, HashPrefix) || len(ha) != len(HashPrefix)+64 {
-				t.Fatalf("hash %q is not p2: and 64 hex digits", ha)
+				t.Fatalf("hash %q is not p3: and 64 hex digits", ha)
 			}
 			if (ha == hb) != tt.wantEqual {
 				t.Errorf("equal = %v, want %v\n a: %s\n b: %s", ha == hb, tt.wantEqual, ha, hb)
@@ -242,14 +271,10 @@ func TestHashFormat(t *testing.T) {
 		[]string{rc(`{"actions":["update"],"before":{"id":"1","n":"a","l":[1]},"after":{"id":"1","n":"b","l":[1,2.50]},"after_unknown":{"out":true},"after_sensitive":{"n":true}}`)},
 		`"o":{"actions":["create"],"before":null,"after":"v"}`,
 	)
-	mac := func(effect string) string {
-		h := hmac.New(sha256.New, keyA)
-		h.Write([]byte(effect))
-		return hex.EncodeToString(h.Sum(nil))
-	}
+	mac := func(effect string) string { return macHex(keyA, effect) }
 	want := []string{
-		"output.o|create|" + mac(`{"leaves":[{"after":"v","path":[]}]}`),
-		"terraform_data.this|update|" + mac(`{"leaves":[{"after":2.50,"path":["l",1]},{"after":"b","after_sensitive":true,"before":"a","path":["n"]},{"path":["out"],"unknown":true}]}`),
+		`["output.o",["create"],"` + mac(`{"leaves":[{"after":"v","path":[]}]}`) + `"]`,
+		`["terraform_data.this",["update"],"` + mac(`{"leaves":[{"after":2.50,"path":["l",1]},{"after":"b","after_sensitive":true,"before":"a","path":["n"]},{"path":["out"],"unknown":true}]}`) + `"]`,
 	}
 	p, err := Parse([]byte(plan))
 	if err != nil {
@@ -264,6 +289,6 @@ func TestHashFormat(t *testing.T) {
 	}
 	sum := sha256.Sum256([]byte(strings.Join(want, "\n")))
 	if h := mustHash(t, plan, keyA); h != HashPrefix+hex.EncodeToString(sum[:]) {
-		t.Errorf("Hash = %s, want p2: + SHA-256 of the joined lines", h)
+		t.Errorf("Hash = %s, want p3: + SHA-256 of the joined lines", h)
 	}
 }

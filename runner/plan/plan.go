@@ -1,6 +1,6 @@
 // Package plan reads the JSON form of an OpenTofu/Terraform plan (`show -json`) and derives what
 // the runner reports about it: the change counts, the listed resources, whether it is
-// destructive, and the keyed p2: plan hash. It never prints plan values; the only values that
+// destructive, and the keyed p3: plan hash. It never prints plan values; the only values that
 // leave it are the sensitive strings handed to the redactor.
 package plan
 

@@ -45,6 +45,8 @@ const (
 	SecretEnv = "secret-env"
 	// Credentials is the directory of the identity's credentials, one file per key.
 	Credentials = "credentials"
+	// CLIConfig is the run's own OpenTofu CLI configuration file, which replaces the runner's.
+	CLIConfig = "cli-config"
 )
 
 // Flag returns the flag as written on a command line: --name. A boolean flag is passed so.

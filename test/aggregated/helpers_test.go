@@ -25,8 +25,8 @@ import (
 // hashes used by the tests.
 var (
 	inputsHash = "h1:" + strings.Repeat("12", 32)
-	planHash   = "p2:" + strings.Repeat("ab", 32)
-	planHash2  = "p2:" + strings.Repeat("cd", 32)
+	planHash   = "p3:" + strings.Repeat("ab", 32)
+	planHash2  = "p3:" + strings.Repeat("cd", 32)
 )
 
 // clients are admin clients of the control plane.

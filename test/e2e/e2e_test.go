@@ -222,7 +222,7 @@ func TestManualClusterAppliesAPlanApprovedByAnApprover(t *testing.T) {
 	if _, err := s.kubectl(approver, "patch", "terraformcluster", "manual", "--type=merge", "-p", `{"metadata":{"annotations":{"x":"y"}}}`); err == nil {
 		t.Fatal("the approver could patch the TerraformCluster")
 	}
-	if out, err := s.approve(approver, plan.Name, "p2:"+strings.Repeat("0", 64)); err == nil || !strings.Contains(err.Error(), "409") && !strings.Contains(err.Error(), "Conflict") {
+	if out, err := s.approve(approver, plan.Name, "p3:"+strings.Repeat("0", 64)); err == nil || !strings.Contains(err.Error(), "409") && !strings.Contains(err.Error(), "Conflict") {
 		t.Fatalf("approving a wrong hash: %s %v", out, err)
 	}
 	if out, err := s.approve(approver, plan.Name, plan.Status.PlanHash); err != nil {

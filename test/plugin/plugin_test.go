@@ -169,7 +169,7 @@ func TestManualPlanIsShownDeclinedRefusedAndApproved(t *testing.T) {
 		shown = s.captf("", "", "plan", planRun.Name)
 		return shown.err == nil && strings.Contains(shown.stdout, "AwaitingApproval"), nil
 	})
-	for _, want := range []string{"Target:    TerraformCluster/manual", "Hash:      p2:", "0 to add, 1 to change, 0 to destroy", "update"} {
+	for _, want := range []string{"Target:    TerraformCluster/manual", "Hash:      p3:", "0 to add, 1 to change, 0 to destroy", "update"} {
 		if !strings.Contains(shown.stdout, want) {
 			t.Errorf("plan output lacks %q:\n%s", want, shown.stdout)
 		}
@@ -190,7 +190,7 @@ func TestManualPlanIsShownDeclinedRefusedAndApproved(t *testing.T) {
 	}
 
 	// A hash that is not the plan's is a clear 409 with the server's message.
-	wrong := s.captf(approver, "", "approve", planRun.Name, "--yes", "--hash=p2:"+strings.Repeat("0", 64))
+	wrong := s.captf(approver, "", "approve", planRun.Name, "--yes", "--hash=p3:"+strings.Repeat("0", 64))
 	if wrong.err == nil || !strings.Contains(wrong.stderr, "409 Conflict") || !strings.Contains(wrong.stderr, "review the plan again") {
 		t.Fatalf("approving a wrong hash: %s", wrong)
 	}

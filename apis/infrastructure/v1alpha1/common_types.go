@@ -147,7 +147,11 @@ type JobPolicy struct {
 	// +listType=atomic
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
 
-	// env adds environment variables to the run. Names starting with TF_ or KUBE_ are dropped.
+	// env adds environment variables to the run. Names the runner controls are dropped: those
+	// starting with TF_, KUBE_ or KUBERNETES_, HOME, TMPDIR, CHECKPOINT_DISABLE, TERRAFORM_CONFIG
+	// and XDG_CONFIG_HOME, XDG_DATA_HOME, XDG_CACHE_HOME and XDG_RUNTIME_DIR, through which
+	// OpenTofu would find another CLI configuration, credentials or plugins. A provider mirror
+	// or registry credentials come from cliConfigSecretRef instead.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
@@ -156,7 +160,24 @@ type JobPolicy struct {
 	// resources of the run container; replaces the default as a whole.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// cliConfigSecretRef names a Secret in the object's namespace whose key tofurc is the
+	// OpenTofu CLI configuration of every run: a provider mirror or network mirror, registry
+	// credentials, OCI registry credentials. It replaces the configuration the runner writes
+	// for the image's provider mirror at /captf/providers, so a run installs providers only as
+	// this file says; name that mirror in it to keep using it. The Secret must carry the label
+	// captf.io/cli-config=true and the key tofurc; until it does, no Job starts.
+	// +optional
+	CLIConfigSecretRef *SourceReference `json:"cliConfigSecretRef,omitempty"`
 }
+
+// CLIConfigLabel opts a Secret in as a CLI configuration (spec.jobs.cliConfigSecretRef): without
+// it, the Secret is treated as missing, so the field cannot mount any Secret of the namespace
+// into a run.
+const CLIConfigLabel = "captf.io/cli-config"
+
+// CLIConfigKey is the key of a CLI configuration Secret that holds the file.
+const CLIConfigKey = "tofurc"
 
 // DriftAction says what a detected drift leads to.
 // +kubebuilder:validation:Enum=Report;Remediate

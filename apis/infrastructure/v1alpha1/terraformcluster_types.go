@@ -91,7 +91,7 @@ type PlanPreview struct {
 	InputsHash string `json:"inputsHash"`
 	// job that made the plan.
 	Job string `json:"job"`
-	// planHash is the keyed p2: hash of the plan; approve it with this value.
+	// planHash is the keyed p3: hash of the plan; approve it with this value.
 	PlanHash string `json:"planHash"`
 	// add is how many resources the plan creates.
 	Add int32 `json:"add"`

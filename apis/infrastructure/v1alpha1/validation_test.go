@@ -63,6 +63,10 @@ func TestTheAPIServerRejectsInvalidSpecsWithAFieldPath(t *testing.T) {
 			c.Spec.Jobs.ActiveDeadlineSeconds, c.Spec.Jobs.LockTimeoutSeconds = ptr.To[int64](600), ptr.To[int64](600)
 		}, "spec.jobs.lockTimeoutSeconds"},
 		{"the lock timeout is below the default deadline", func(c *infrav1.TerraformCluster) { c.Spec.Jobs.LockTimeoutSeconds = ptr.To[int64](3600) }, "spec.jobs.lockTimeoutSeconds"},
+		{"the CLI configuration Secret needs a name", func(c *infrav1.TerraformCluster) { c.Spec.Jobs.CLIConfigSecretRef = &infrav1.SourceReference{} }, "spec.jobs.cliConfigSecretRef.name"},
+		{"the CLI configuration Secret's name is at most 253 characters", func(c *infrav1.TerraformCluster) {
+			c.Spec.Jobs.CLIConfigSecretRef = &infrav1.SourceReference{Name: strings.Repeat("a", 254)}
+		}, "spec.jobs.cliConfigSecretRef.name"},
 		{"the apply policy is Automatic or Manual", func(c *infrav1.TerraformCluster) { c.Spec.ApplyPolicy = "Sometimes" }, "spec.applyPolicy"},
 		{"the drift action is Report or Remediate", func(c *infrav1.TerraformCluster) { c.Spec.Drift.Action = "Ignore" }, "spec.drift.action"},
 		{"variables are a JSON object", func(c *infrav1.TerraformCluster) { c.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(`[1]`)} }, "spec.variables"},
@@ -99,6 +103,7 @@ func TestAValidSpecWithEveryLimitAtItsBoundIsAccepted(t *testing.T) {
 		c.Spec.Jobs.SuccessfulJobsHistoryLimit, c.Spec.Jobs.FailedJobsHistoryLimit = ptr.To[int32](0), ptr.To[int32](100)
 		c.Spec.Jobs.ActiveDeadlineSeconds, c.Spec.Jobs.LockTimeoutSeconds = ptr.To[int64](86400), ptr.To[int64](3600)
 		c.Spec.ApplyPolicy = infrav1.ApplyPolicyManual
+		c.Spec.Jobs.CLIConfigSecretRef = &infrav1.SourceReference{Name: strings.Repeat("a", 253)}
 	})
 	if err := c.Create(context.Background(), tc); err != nil {
 		t.Fatal(err)

@@ -363,7 +363,7 @@ func schema_captf_apis_runs_v1alpha1_PlanApprovalSpec(ref common.ReferenceCallba
 				Properties: map[string]spec.Schema{
 					"planHash": {
 						SchemaProps: spec.SchemaProps{
-							Description: "planHash must equal the plan's status.approvalHash: its plan hash (p2:...), or for a blocked apply its inputs hash. A different value is refused with 409 Conflict, so an approval never applies to a plan its author did not review.",
+							Description: "planHash must equal the plan's status.approvalHash: its plan hash (p3:...), or for a blocked apply its inputs hash. A different value is refused with 409 Conflict, so an approval never applies to a plan its author did not review.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
@@ -538,7 +538,7 @@ func schema_captf_apis_runs_v1alpha1_PlanStatus(ref common.ReferenceCallback) co
 					},
 					"planHash": {
 						SchemaProps: spec.SchemaProps{
-							Description: "planHash is the plan's keyed p2: hash, when the run reported one.",
+							Description: "planHash is the plan's keyed p3: hash, when the run reported one.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

@@ -325,7 +325,7 @@ type PlanStatus struct {
 	// Only a plan that is AwaitingApproval or Approved can be approved.
 	// +optional
 	Phase PlanPhase `json:"phase,omitempty"`
-	// planHash is the plan's keyed p2: hash, when the run reported one.
+	// planHash is the plan's keyed p3: hash, when the run reported one.
 	// +optional
 	PlanHash string `json:"planHash,omitempty"`
 	// approvalHash is the value an approval must quote in spec.planHash: the plan hash, or for
@@ -395,7 +395,7 @@ type PlanApproval struct {
 
 // PlanApprovalSpec quotes what is approved.
 type PlanApprovalSpec struct {
-	// planHash must equal the plan's status.approvalHash: its plan hash (p2:...), or for a
+	// planHash must equal the plan's status.approvalHash: its plan hash (p3:...), or for a
 	// blocked apply its inputs hash. A different value is refused with 409 Conflict, so an
 	// approval never applies to a plan its author did not review.
 	PlanHash string `json:"planHash"`

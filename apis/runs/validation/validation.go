@@ -13,11 +13,11 @@ import (
 // 64 hex characters.
 const MaxHashLength = 128
 
-// hashPattern is the shape of the only two hashes an approval may quote: a plan hash (p2:<hex>)
+// hashPattern is the shape of the only two hashes an approval may quote: a plan hash (p3:<hex>)
 // and the inputs hash of a blocked apply (h1:<hex>). Other hashes the controller keeps (such as
 // the exports hash, e1:) are never approvable, so a body quoting one is refused here rather than
 // found stale later.
-var hashPattern = regexp.MustCompile(`^(p2|h1):[0-9a-f]+$`)
+var hashPattern = regexp.MustCompile(`^(p3|h1):[0-9a-f]+$`)
 
 // ValidatePlanApproval checks an approval of the plan named in the URL: metadata.name is empty
 // or that name, and spec.planHash is a hash.
@@ -34,7 +34,7 @@ func ValidatePlanApproval(approval *runs.PlanApproval, planName string) field.Er
 	case len(hash) > MaxHashLength:
 		errs = append(errs, field.TooLong(hashPath, "", MaxHashLength))
 	case !hashPattern.MatchString(hash):
-		errs = append(errs, field.Invalid(hashPath, hash, "must be a hash like p2:<hex> (a plan) or h1:<hex> (the inputs of a blocked apply), as in the plan's status.approvalHash"))
+		errs = append(errs, field.Invalid(hashPath, hash, "must be a hash like p3:<hex> (a plan) or h1:<hex> (the inputs of a blocked apply), as in the plan's status.approvalHash"))
 	}
 	return errs
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func TestValidatePlanApproval(t *testing.T) {
-	hash := "p2:" + strings.Repeat("ab", 32)
+	hash := "p3:" + strings.Repeat("ab", 32)
 	tests := []struct {
 		name      string
 		body      runs.PlanApproval
@@ -23,9 +23,10 @@ func TestValidatePlanApproval(t *testing.T) {
 		{name: "the hash is required", body: approval("plan-1", ""), wantPaths: []string{"spec.planHash"}},
 		{name: "a hash without a prefix is refused", body: approval("plan-1", strings.Repeat("ab", 32)), wantPaths: []string{"spec.planHash"}},
 		{name: "a hash under another prefix is refused", body: approval("plan-1", "a:0"), wantPaths: []string{"spec.planHash"}},
+		{name: "a plan hash of the older p2 format is refused", body: approval("plan-1", "p2:"+strings.Repeat("ab", 32)), wantPaths: []string{"spec.planHash"}},
 		{name: "an exports hash is not approvable", body: approval("plan-1", "e1:"+strings.Repeat("ab", 32)), wantPaths: []string{"spec.planHash"}},
-		{name: "a hash with upper case hex is refused", body: approval("plan-1", "p2:ABCDEF"), wantPaths: []string{"spec.planHash"}},
-		{name: "an overlong hash is refused", body: approval("plan-1", "p2:"+strings.Repeat("a", MaxHashLength)), wantPaths: []string{"spec.planHash"}},
+		{name: "a hash with upper case hex is refused", body: approval("plan-1", "p3:ABCDEF"), wantPaths: []string{"spec.planHash"}},
+		{name: "an overlong hash is refused", body: approval("plan-1", "p3:"+strings.Repeat("a", MaxHashLength)), wantPaths: []string{"spec.planHash"}},
 		{name: "every problem is reported", body: approval("other", ""), wantPaths: []string{"metadata.name", "spec.planHash"}},
 	}
 	for _, tt := range tests {

@@ -32,14 +32,14 @@ var codecs = func() serializer.CodecFactory {
 // accepts quotes a well-formed hash of bounded length under the plan's name or none.
 func FuzzPlanApprovalBody(f *testing.F) {
 	for _, seed := range []string{
-		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","metadata":{"name":"p"},"spec":{"planHash":"p2:abcdef"}}`,
+		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","metadata":{"name":"p"},"spec":{"planHash":"p3:abcdef"}}`,
 		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{"planHash":"h1:00"}}`,
-		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","metadata":{"name":"other"},"spec":{"planHash":"p2:ab"}}`,
+		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","metadata":{"name":"other"},"spec":{"planHash":"p3:ab"}}`,
 		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{}}`,
 		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{"planHash":"a:0"}}`,
-		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"Plan","spec":{"planHash":"p2:ab"}}`,
+		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"Plan","spec":{"planHash":"p3:ab"}}`,
 		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{"planHash":12}}`,
-		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{"planHash":"p2:` + strings.Repeat("f", 200) + `"}}`,
+		`{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{"planHash":"p3:` + strings.Repeat("f", 200) + `"}}`,
 		`{"kind":"PlanApproval"}`, `null`, `[]`, `{`, ``,
 	} {
 		f.Add([]byte(seed), "p")
@@ -57,7 +57,7 @@ func FuzzPlanApprovalBody(f *testing.F) {
 		}
 		if errs := validation.ValidatePlanApproval(approval, plan); len(errs) == 0 {
 			hash := approval.Spec.PlanHash
-			if hash == "" || len(hash) > validation.MaxHashLength || !(strings.HasPrefix(hash, "p2:") || strings.HasPrefix(hash, "h1:")) {
+			if hash == "" || len(hash) > validation.MaxHashLength || !(strings.HasPrefix(hash, "p3:") || strings.HasPrefix(hash, "h1:")) {
 				t.Fatalf("accepted hash %q", hash)
 			}
 			if approval.Name != "" && approval.Name != plan {
@@ -77,10 +77,10 @@ func FuzzPlanApprovalBody(f *testing.F) {
 // annotations on the owner and an arbitrary quoted hash. It never panics, and it allows only an
 // approval that quotes the plan's own hash, writing exactly that hash.
 func FuzzApprovalCheck(f *testing.F) {
-	f.Add("p2:abc", "", "", "", "2026-11-30T15:00:00Z", "p2:abc", "alice")
-	f.Add("p2:abc", "garbage", "h1:zz", "bob", "yesterday", "p2:abd", "alice")
-	f.Add("", "p2:abc", "", "", "", "p2:abc", "")
-	f.Add("p2:abc", "p2:abc", "", "mallory", "0000", "h1:abc", "x")
+	f.Add("p3:abc", "", "", "", "2026-11-30T15:00:00Z", "p3:abc", "alice")
+	f.Add("p3:abc", "garbage", "h1:zz", "bob", "yesterday", "p3:abd", "alice")
+	f.Add("", "p3:abc", "", "", "", "p3:abc", "")
+	f.Add("p3:abc", "p3:abc", "", "mallory", "0000", "h1:abc", "x")
 	f.Fuzz(func(t *testing.T, planHash, approvePlan, approveDestructive, approvedBy, approvedAt, quoted, user string) {
 		now := time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)
 		summary := jobs.Summary{Outcome: jobs.OutcomeSucceeded, FinishedAt: &metav1.Time{Time: now}}

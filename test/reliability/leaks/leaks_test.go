@@ -152,7 +152,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		return fmt.Sprintf(`{"apiVersion":"runs.captf.io/v1alpha1","kind":%q,"metadata":{"name":%q},"spec":{"planHash":%q}}`, kind, name, hash)
 	}
 	bad := map[string]string{
-		"wrong hash":     body("PlanApproval", planRun.Name, "p2:"+strings.Repeat("0", 64)),
+		"wrong hash":     body("PlanApproval", planRun.Name, "p3:"+strings.Repeat("0", 64)),
 		"inputs hash":    body("PlanApproval", planRun.Name, "h1:"+strings.Repeat("0", 64)),
 		"garbage hash":   body("PlanApproval", planRun.Name, "not a hash"),
 		"wrong name":     body("PlanApproval", "someone-else", plan.Status.PlanHash),
@@ -160,8 +160,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 		"empty hash":     body("PlanApproval", planRun.Name, ""),
 		"wrong kind":     body("Plan", planRun.Name, plan.Status.PlanHash),
 		"not JSON":       `{"apiVersion":`,
-		"huge body":      body("PlanApproval", planRun.Name, "p2:"+strings.Repeat("a", 4<<20)),
-		"oversize hash":  body("PlanApproval", planRun.Name, "p2:"+strings.Repeat("a", 200)),
+		"huge body":      body("PlanApproval", planRun.Name, "p3:"+strings.Repeat("a", 4<<20)),
+		"oversize hash":  body("PlanApproval", planRun.Name, "p3:"+strings.Repeat("a", 200)),
 		"number as hash": `{"apiVersion":"runs.captf.io/v1alpha1","kind":"PlanApproval","spec":{"planHash":7}}`,
 	}
 	for what, b := range bad {
