@@ -113,8 +113,8 @@ func (s *secretSet) longest() int {
 
 // sensitiveForms are the texts under which a value may be printed: the value; its JSON-escaped
 // body, as a source snippet of terraform.tfvars.json shows it; each line of a value of several
-// lines, because output is redacted line by line; and each word of a value with spaces, because
-// OpenTofu wraps its messages at spaces.
+// lines, because output is redacted line by line; and each word of a one-line value with spaces,
+// because OpenTofu wraps its messages at spaces.
 func sensitiveForms(v string) []string {
 	forms := []string{v}
 	for _, escapeHTML := range []bool{false, true} {
@@ -131,7 +131,9 @@ func sensitiveForms(v string) []string {
 			forms = append(forms, strings.TrimSpace(line))
 		}
 	}
-	if words := strings.Fields(v); len(words) > 1 {
+	// Words only of a value on one line, such as a passphrase: the words of a document (bootstrap
+	// data) are the words of any log line, and would leave the log unreadable.
+	if words := strings.Fields(v); len(words) > 1 && !strings.ContainsAny(v, "\r\n") {
 		forms = append(forms, words...)
 	}
 	return forms

@@ -257,6 +257,10 @@ func TestWhatIsSensitive(t *testing.T) {
 			say: "Output: correct horse", gone: []string{"correct", "horse"},
 		},
 		{
+			name: "the words of a document of several lines stay readable elsewhere", main: sensitiveMain, vars: `{"secret":"#cloud-config\nruncmd:\n - install packages\n"}`,
+			say: "Error: could not install the packages", kept: []string{"Error: could not install the packages"},
+		},
+		{
 			name: "the escaped form a snippet of the variables file shows", main: sensitiveMain, vars: `{"secret":"line-one\nline-two"}`,
 			say: `1: {"secret":"line-one\nline-two"}`, gone: []string{`line-one\nline-two`},
 		},
