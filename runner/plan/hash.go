@@ -28,7 +28,8 @@ const MinKeyBytes = 32
 var ErrShortKey = errors.New("plan key is shorter than 32 bytes")
 
 // Hash is the p3: hash of a plan: HashPrefix and the hex SHA-256 of the sorted lines joined by
-// "\n", each line the canonical JSON array [address, [actions…], hex HMAC-SHA256(key, effect)].
+// "\n", each line the canonical JSON array [kind, address, [actions…], hex HMAC-SHA256(key,
+// effect)], kind "resource" or "output", so a resource can never pass for an output.
 // JSON escapes the quotes and newlines an address may hold (a for_each key can hold anything),
 // so the text splits back into exactly the lines and fields it was made of. There is one line
 // per resource change that is not a no-op, imports or was moved, and one per output change that
@@ -45,20 +46,26 @@ func Hash(p *tfjson.Plan, key []byte) (string, error) {
 	return HashPrefix + hex.EncodeToString(sum[:]), nil
 }
 
+// The kinds of change a hash line is for.
+const (
+	lineResource = "resource"
+	lineOutput   = "output"
+)
+
 // Lines returns the sorted lines Hash hashes.
 func Lines(p *tfjson.Plan, key []byte) ([]string, error) {
 	if len(key) < MinKeyBytes {
 		return nil, ErrShortKey
 	}
 	var lines []string
-	line := func(address string, actions tfjson.Actions, effect map[string]any) error {
+	line := func(kind, address string, actions tfjson.Actions, effect map[string]any) error {
 		doc, err := jobs.CanonicalJSON(effect)
 		if err != nil {
 			return fmt.Errorf("encoding the effect of %s: %w", address, err)
 		}
 		mac := hmac.New(sha256.New, key)
 		mac.Write(doc)
-		text, err := jobs.CanonicalJSON([]any{address, actionStrings(actions), hex.EncodeToString(mac.Sum(nil))})
+		text, err := jobs.CanonicalJSON([]any{kind, address, actionStrings(actions), hex.EncodeToString(mac.Sum(nil))})
 		if err != nil {
 			return fmt.Errorf("encoding the line of %s: %w", address, err)
 		}
@@ -84,7 +91,7 @@ func Lines(p *tfjson.Plan, key []byte) ([]string, error) {
 		if rc.DeposedKey != "" {
 			effect["deposed"] = rc.DeposedKey
 		}
-		if err := line(rc.Address, c.Actions, effect); err != nil {
+		if err := line(lineResource, rc.Address, c.Actions, effect); err != nil {
 			return nil, err
 		}
 	}
@@ -92,7 +99,7 @@ func Lines(p *tfjson.Plan, key []byte) ([]string, error) {
 		if oc == nil || oc.Actions.NoOp() {
 			continue
 		}
-		if err := line("output."+name, oc.Actions, changeEffect(oc)); err != nil {
+		if err := line(lineOutput, "output."+name, oc.Actions, changeEffect(oc)); err != nil {
 			return nil, err
 		}
 	}

@@ -105,6 +105,11 @@ func TestHashRules(t *testing.T) {
 			b:    doc([]string{rcAt(`terraform_data.this["k`, `{"actions":["delete\"]|delete"],"before":{"n":"a"},"after":null}`)}),
 		},
 		{
+			name: "a resource at address output.o cannot pass for the output o",
+			a:    doc([]string{rcAt("output.o", `{"actions":["create"],"before":null,"after":"v"}`)}),
+			b:    doc(nil, `"o":{"actions":["create"],"before":null,"after":"v"}`),
+		},
+		{
 			name: "a comma in an action cannot pass for two actions",
 			a:    doc([]string{rc(`{"actions":["delete","create"],"before":{"n":"a"},"after":{"n":"a"}}`)}),
 			b:    doc([]string{rc(`{"actions":["delete,create"],"before":{"n":"a"},"after":{"n":"a"}}`)}),
@@ -273,8 +278,8 @@ func TestHashFormat(t *testing.T) {
 	)
 	mac := func(effect string) string { return macHex(keyA, effect) }
 	want := []string{
-		`["output.o",["create"],"` + mac(`{"leaves":[{"after":"v","path":[]}]}`) + `"]`,
-		`["terraform_data.this",["update"],"` + mac(`{"leaves":[{"after":2.50,"path":["l",1]},{"after":"b","after_sensitive":true,"before":"a","path":["n"]},{"path":["out"],"unknown":true}]}`) + `"]`,
+		`["output","output.o",["create"],"` + mac(`{"leaves":[{"after":"v","path":[]}]}`) + `"]`,
+		`["resource","terraform_data.this",["update"],"` + mac(`{"leaves":[{"after":2.50,"path":["l",1]},{"after":"b","after_sensitive":true,"before":"a","path":["n"]},{"path":["out"],"unknown":true}]}`) + `"]`,
 	}
 	p, err := Parse([]byte(plan))
 	if err != nil {
