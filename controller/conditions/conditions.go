@@ -72,6 +72,7 @@ const (
 	ReasonPlanChanged              = "PlanChanged"
 	ReasonDestructivePlanBlocked   = "DestructivePlanBlocked"
 	ReasonJobNameTaken             = "JobNameTaken"
+	ReasonPlanKeyNotOwned          = "PlanKeyNotOwned"
 	ReasonDurableInputsMissing     = "DurableInputsMissing"
 	ReasonServiceAccountNotOptedIn = "ServiceAccountNotOptedIn"
 	ReasonRunnerReady              = "RunnerReady"

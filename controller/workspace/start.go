@@ -24,8 +24,8 @@ import (
 )
 
 // start starts the decided operation as one Job, in the order that survives a crash between any
-// two steps: the run Lease (its holder is the Job about to be created), the durable inputs
-// (apply), the Job, its per-run Secret, then status.activeJob. A repeated pass computes the same
+// two steps: the plan key (plan, approved apply), the run Lease (its holder is the Job about to be
+// created), the durable inputs (apply), the Job, its per-run Secret, then status.activeJob. A repeated pass computes the same
 // name and adopts whatever the crashed pass left.
 func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Rendered, renderable bool, interruptedApply string) (ctrl.Result, error) {
 	src, err := p.chooseSource(ctx, d, rendered, renderable)
@@ -46,6 +46,10 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if err != nil || wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
+	planKey, wait, err := p.planKeyFor(ctx, d)
+	if err != nil || wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, err
+	}
 	leaseReq, acquired, err := p.acquireRunLease(ctx, d.Op, name)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -59,9 +63,10 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	planKey, err := p.prepareOp(ctx, d, rendered)
-	if err != nil {
-		return ctrl.Result{}, err
+	if d.Op == jobs.OpApply {
+		if err := p.writeDurableInputs(ctx, rendered); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	annotations := jobAnnotations(d, interruptedApply, p.obj.GetAnnotations(), p.exportsHash, p.exportsGuard == ExportsHeld)
 	spec := p.obj.WorkspaceSpec()
@@ -117,18 +122,24 @@ func (p *pass) readyToRun(ctx context.Context) (mirror string, wait time.Duratio
 	return mirror, 0, nil
 }
 
-// prepareOp writes what the op reads besides its per-run Secret: an apply's durable inputs,
-// and the plan key of a plan or an approved apply, whose name it returns.
-func (p *pass) prepareOp(ctx context.Context, d decide.Decision, rendered inputs.Rendered) (planKey string, err error) {
-	if d.Op == jobs.OpApply {
-		if err := p.writeDurableInputs(ctx, rendered); err != nil {
-			return "", err
-		}
+// planKeyFor makes or checks the plan key of a plan or an approved apply, and returns its name.
+// It runs before the run Lease is taken, so a Secret in the way holds no Lease; wait is how long
+// to wait when that Secret is not the controller's.
+func (p *pass) planKeyFor(ctx context.Context, d decide.Decision) (planKey string, wait time.Duration, err error) {
+	if d.Op != jobs.OpPlan && d.ExpectPlan == "" {
+		return "", 0, nil
 	}
-	if d.Op == jobs.OpPlan || d.ExpectPlan != "" {
-		return p.ensurePlanKey(ctx)
+	planKey, problem, err := p.ensurePlanKey(ctx)
+	switch {
+	case err != nil:
+		return "", 0, err
+	case problem != "":
+		logf.FromContext(ctx).Info("the plan-key Secret is not the controller's; waiting until it is deleted", "secret", planKey)
+		setOpCondition(p.status(), p.stamp(), d.Op, metav1.ConditionFalse, conditions.ReasonPlanKeyNotOwned, problem)
+		p.event(nil, corev1.EventTypeWarning, EventPlanKeyNotOwned, "%s", problem)
+		return "", GateRequeue, nil
 	}
-	return "", nil
+	return planKey, 0, nil
 }
 
 // mirrorCredentials copies the identity's credentials for the Job about to start, if the
