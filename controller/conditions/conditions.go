@@ -73,6 +73,7 @@ const (
 	ReasonDestructivePlanBlocked   = "DestructivePlanBlocked"
 	ReasonJobNameTaken             = "JobNameTaken"
 	ReasonPlanKeyNotOwned          = "PlanKeyNotOwned"
+	ReasonApprovalUnguarded        = "ApprovalUnguarded"
 	ReasonDurableInputsMissing     = "DurableInputsMissing"
 	ReasonServiceAccountNotOptedIn = "ServiceAccountNotOptedIn"
 	ReasonRunnerReady              = "RunnerReady"

@@ -42,11 +42,7 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	mirror, wait, err := p.readyToRun(ctx)
-	if err != nil || wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, err
-	}
-	planKey, wait, err := p.planKeyFor(ctx, d)
+	mirror, planKey, wait, err := p.readyToRun(ctx, d)
 	if err != nil || wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
@@ -101,25 +97,31 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	return ctrl.Result{RequeueAfter: decide.JobActiveRequeue}, nil
 }
 
-// readyToRun checks what must hold before the run Lease is taken: the runner's ServiceAccount
-// may run Jobs, and the identity's credentials are copied (so a Secret in the way holds no
-// Lease). wait is how long to wait when not; mirror names the copy of the credentials.
-func (p *pass) readyToRun(ctx context.Context) (mirror string, wait time.Duration, err error) {
+// readyToRun checks what must hold before the run Lease is taken, so that nothing in the way
+// holds a Lease: the runner's ServiceAccount may run Jobs, the identity's credentials are
+// copied, an approval the op acts on can only have come through plans/approval, and the plan key
+// is the controller's. wait is how long to wait when not; mirror names the copy of the
+// credentials, planKey the plan-key Secret of a plan or an approved apply.
+func (p *pass) readyToRun(ctx context.Context, d decide.Decision) (mirror, planKey string, wait time.Duration, err error) {
 	ready, err := p.runnerServiceAccountReady(ctx)
 	switch {
 	case err != nil:
-		return "", 0, err
+		return "", "", 0, err
 	case !ready:
-		return "", GateRequeue, nil
+		return "", "", GateRequeue, nil
 	}
 	mirror, mirrored, err := p.mirrorCredentials(ctx)
 	switch {
 	case err != nil:
-		return "", 0, err
+		return "", "", 0, err
 	case !mirrored:
-		return "", decide.DependenciesRequeue, nil
+		return "", "", decide.DependenciesRequeue, nil
 	}
-	return mirror, 0, nil
+	if wait, err := p.approvalGuarded(ctx, d); err != nil || wait > 0 {
+		return "", "", wait, err
+	}
+	planKey, wait, err = p.planKeyFor(ctx, d)
+	return mirror, planKey, wait, err
 }
 
 // planKeyFor makes or checks the plan key of a plan or an approved apply, and returns its name.

@@ -2,6 +2,7 @@ package aggregated
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -244,8 +245,11 @@ func TestApprovalsPassOnlyThroughPlansApproval(t *testing.T) {
 	// The API server loads the policy in the background: once it denies, it is in force.
 	eventually(t, 60*time.Second, func(ctx context.Context) error {
 		err := editorClient.Patch(ctx, f.cluster.DeepCopy(), selfApproval, client.DryRunAll)
+		if err == nil {
+			return errors.New("the editor's dry-run self-approval was allowed")
+		}
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "metadata.annotations[captf.io/approve-plan]") || !strings.Contains(err.Error(), "kubectl captf approve") {
-			return fmt.Errorf("the editor's dry-run self-approval: %v, want the policy's denial", err)
+			return fmt.Errorf("the editor's dry-run self-approval: %w, want the policy's denial", err)
 		}
 		return nil
 	})
