@@ -76,9 +76,9 @@ func (p *pass) createPlanKey(ctx context.Context, name string) (created bool, er
 }
 
 // planKeyProblem says why secret is not a plan key the controller made for the object with uid,
-// or "" when it is: an owner reference to that object, the owner labels (labels; the
-// cluster-name label may come later than the key and is not asked for), type Opaque, and one
-// data key holding planKeyBytes bytes.
+// or "" when it is: an owner reference to that object, the owner labels given (not the
+// cluster-name label, which an object may get after its key was made), type Opaque, and one data
+// key holding planKeyBytes bytes.
 func planKeyProblem(secret *corev1.Secret, uid types.UID, labels map[string]string) string {
 	if !slices.ContainsFunc(secret.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == uid }) {
 		return "it has no owner reference to this object (UID " + string(uid) + ")"

@@ -24,9 +24,9 @@ import (
 )
 
 // start starts the decided operation as one Job, in the order that survives a crash between any
-// two steps: the plan key (plan, approved apply), the run Lease (its holder is the Job about to be
-// created), the durable inputs (apply), the Job, its per-run Secret, then status.activeJob. A repeated pass computes the same
-// name and adopts whatever the crashed pass left.
+// two steps: the plan key (plan, approved apply), the run Lease (its holder is the Job about to
+// be created), the durable inputs (apply), the Job, its per-run Secret, then status.activeJob. A
+// repeated pass computes the same name and adopts whatever the crashed pass left.
 func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Rendered, renderable bool, interruptedApply string) (ctrl.Result, error) {
 	src, err := p.chooseSource(ctx, d, rendered, renderable)
 	if err != nil {
