@@ -1,6 +1,7 @@
 package artifacts
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/captf/captf/controller/workspace"
 	hackmanifest "github.com/captf/captf/hack/manifest"
 	"github.com/captf/captf/test/testenv"
 )
@@ -138,6 +140,9 @@ func TestEachInstallGivesEveryServerACertificate(t *testing.T) {
 			}
 			return ""
 		}},
+		{"both: the approval policy is bound to deny and lets the install's own ServiceAccounts write", "", func(objs []*unstructured.Unstructured) string {
+			return approvalPolicyHolds(objs)
+		}},
 		{"both: every PodDisruptionBudget leaves a replica to disrupt", "", func(objs []*unstructured.Unstructured) string {
 			for _, pdb := range ofKind(objs, "PodDisruptionBudget") {
 				selector, _, _ := unstructured.NestedStringMap(pdb.Object, "spec", "selector", "matchLabels")
@@ -171,6 +176,47 @@ func TestEachInstallGivesEveryServerACertificate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// approvalPolicyHolds says what is wrong with the policy that keeps approval annotations to the
+// runs API server: it must be bound, everywhere, with Deny, and the ServiceAccounts its
+// expressions name must be those of the install, in their namespace.
+func approvalPolicyHolds(objs []*unstructured.Unstructured) string {
+	name := workspace.ApprovalPolicyName
+	policy, binding := named(objs, "ValidatingAdmissionPolicy", name), named(objs, "ValidatingAdmissionPolicyBinding", name)
+	if policy == nil || binding == nil {
+		return "no ValidatingAdmissionPolicy and binding " + name
+	}
+	if p, _, _ := unstructured.NestedString(binding.Object, "spec", "policyName"); p != name {
+		return "the binding names the policy " + p
+	}
+	if actions, _, _ := unstructured.NestedStringSlice(binding.Object, "spec", "validationActions"); !slices.Contains(actions, "Deny") {
+		return fmt.Sprintf("the binding's actions are %v, without Deny", actions)
+	}
+	if _, narrowed, _ := unstructured.NestedMap(binding.Object, "spec", "matchResources"); narrowed {
+		return "the binding has matchResources: it must hold everywhere"
+	}
+	validations, _, _ := unstructured.NestedSlice(policy.Object, "spec", "validations")
+	text := fmt.Sprint(validations)
+	for _, sa := range []string{"captf-apiserver", "captf-controller"} {
+		account := named(objs, "ServiceAccount", sa)
+		if account == nil {
+			return "no ServiceAccount " + sa
+		}
+		if user := "system:serviceaccount:" + account.GetNamespace() + ":" + sa; !strings.Contains(text, "'"+user+"'") {
+			return "the policy does not name " + user
+		}
+	}
+	return ""
+}
+
+func named(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, o := range ofKind(objs, kind) {
+		if o.GetName() == name {
+			return o
+		}
+	}
+	return nil
 }
 
 func ofKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {

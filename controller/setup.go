@@ -42,6 +42,9 @@ type Options struct {
 	// Registry takes the controller's metrics; nil means controller-runtime's registry, which
 	// the manager serves.
 	Registry prometheus.Registerer
+	// UnguardedApprovals acts on approval annotations without reading whether the approval
+	// policy keeps them to the runs API server (--require-approval-policy=false).
+	UnguardedApprovals bool
 }
 
 // NewScheme returns a scheme with the kinds the controller reads and writes.
@@ -114,6 +117,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Clock:       opts.Clock,
 		Metrics:     m,
 		RunnerImage: opts.RunnerImage,
+	}
+	if !opts.UnguardedApprovals {
+		base.Approvals = &workspace.PolicyGuard{Reader: mgr.GetAPIReader(), Clock: opts.Clock, TTL: workspace.ApprovalPolicyTTL}
 	}
 	for _, kind := range infrav1.Kinds {
 		r := workspace.New(base, kind)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/webhooks"
+	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/registry/servingcert"
 )
 
@@ -44,6 +45,7 @@ func main() {
 		webhookSvc    string
 		webhookConfig string
 		certValidity  time.Duration
+		requirePolicy bool
 		zapOpts       = zap.Options{}
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
@@ -60,6 +62,7 @@ func main() {
 	flag.StringVar(&webhookSvc, "webhook-service", "captf-webhook-service", "The Service the API server calls the webhooks through; the self-managed certificate is for <service>.<namespace>.svc.")
 	flag.StringVar(&webhookConfig, "webhook-configuration", "captf-validating-webhook-configuration", "The ValidatingWebhookConfiguration whose caBundle gets the self-managed certificate's CA.")
 	flag.DurationVar(&certValidity, "webhook-cert-validity", 365*24*time.Hour, "Lifetime of the self-managed webhook certificate; its CA lives ten times as long.")
+	flag.BoolVar(&requirePolicy, "require-approval-policy", true, "Act on an approval annotation only while the ValidatingAdmissionPolicyBinding "+workspace.ApprovalPolicyName+" keeps approvals to the runs API server; false acts on them as the annotations hold them, with an ApprovalUnguarded event, though anyone who may edit the object could have written them.")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nThe captf controller reconciles TerraformCluster, TerraformMachine and TerraformMachinePool\nand runs their Terraform/OpenTofu operations as Kubernetes Jobs.\n\nFlags:\n", os.Args[0])
@@ -111,7 +114,7 @@ func main() {
 		log.Error(err, "unable to create the manager")
 		os.Exit(1)
 	}
-	if err := controller.Setup(mgr, controller.Options{RunnerImage: runnerImage, Concurrency: concurrency}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{RunnerImage: runnerImage, Concurrency: concurrency, UnguardedApprovals: !requirePolicy}); err != nil {
 		log.Error(err, "unable to set up the reconcilers")
 		os.Exit(1)
 	}

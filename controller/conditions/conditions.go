@@ -72,6 +72,8 @@ const (
 	ReasonPlanChanged              = "PlanChanged"
 	ReasonDestructivePlanBlocked   = "DestructivePlanBlocked"
 	ReasonJobNameTaken             = "JobNameTaken"
+	ReasonPlanKeyNotOwned          = "PlanKeyNotOwned"
+	ReasonApprovalUnguarded        = "ApprovalUnguarded"
 	ReasonDurableInputsMissing     = "DurableInputsMissing"
 	ReasonServiceAccountNotOptedIn = "ServiceAccountNotOptedIn"
 	ReasonCLIConfigNotFound        = "CLIConfigNotFound"

@@ -1,11 +1,13 @@
 package workspace_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -303,4 +305,163 @@ func TestDeletedRunningApplyLeavesTheMarkerAndTheNextApplyClearsIt(t *testing.T)
 	}
 	h.settle(tc)
 	h.noRunningJob(jobs.KindCluster, "web")
+}
+
+// planWaiting brings a Manual cluster to a plan that waits for approval, and returns the
+// approval that approves it.
+func planWaiting(h *harness, planHash string) (*infrav1.TerraformCluster, string, string) {
+	h.t.Helper()
+	tc := h.provisioned(func(c *infrav1.TerraformCluster) { c.Spec.ApplyPolicy = infrav1.ApplyPolicyManual })
+	h.setVariables(tc, `{"region":"us"}`)
+	h.settle(tc)
+	h.finish(h.runningJob(jobs.KindCluster, "web"), jobs.OutcomeSucceeded, &jobs.RunnerResult{Plan: &jobs.RunnerPlan{Hash: planHash}})
+	h.settle(tc)
+	return tc, jobs.AnnotationApprovePlan, planHash
+}
+
+// blockedWaiting brings a cluster to an apply blocked before a destructive plan, and returns the
+// approval that approves it.
+func blockedWaiting(h *harness) (*infrav1.TerraformCluster, string, string) {
+	h.t.Helper()
+	tc := h.provisioned(nil)
+	h.setVariables(tc, `{"region":"us"}`)
+	h.settle(tc)
+	apply := h.runningJob(jobs.KindCluster, "web")
+	h.finish(apply, jobs.OutcomeFailed, &jobs.RunnerResult{
+		Error: &jobs.RunnerError{Kind: jobs.ErrorKindBlocked},
+		Plan:  &jobs.RunnerPlan{Counts: jobs.Counts{Destroy: 1}, Destructive: true, Resources: []jobs.ResourceChange{{Address: "module.workspace.terraform_data.a", Actions: []string{"delete"}}}},
+	})
+	h.settle(tc)
+	return tc, jobs.AnnotationApproveDestructivePlan, apply.Annotations[jobs.AnnotationInputsHash]
+}
+
+func TestAnApprovalWaitsWhileThePolicyDoesNotKeepApprovalsToTheRunsAPIServer(t *testing.T) {
+	const why = "the ValidatingAdmissionPolicyBinding captf-approval-annotations does not exist"
+	for _, tc := range []struct {
+		rule    string
+		waiting func(*harness) (*infrav1.TerraformCluster, string, string)
+		arg     string
+	}{
+		{"an approved plan", func(h *harness) (*infrav1.TerraformCluster, string, string) { return planWaiting(h, planA) }, "--expect-plan="},
+		{"an approved destructive plan", blockedWaiting, "--allow-deletes-hash="},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			h := newHarness(t, jobs.KindCluster)
+			obj, key, value := tc.waiting(h)
+			h.guard.why = why
+			h.events()
+			h.annotate(obj, key, value)
+			h.settle(obj)
+
+			h.noRunningJob(jobs.KindCluster, "web")
+			h.get(obj)
+			c := conditions.Get(obj.Status.Conditions, conditions.ApplyJobSucceeded)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != conditions.ReasonApprovalUnguarded {
+				t.Fatalf("ApplyJobSucceeded = %+v, want False/%s", c, conditions.ReasonApprovalUnguarded)
+			}
+			for _, want := range []string{key + "=" + value, why, "anyone who may edit this object could have written it", "kubectl captf approve"} {
+				if !strings.Contains(c.Message, want) {
+					t.Errorf("the message lacks %q: %s", want, c.Message)
+				}
+			}
+			if r := conditions.Get(obj.Status.Conditions, conditions.Ready); r == nil || r.Status != metav1.ConditionFalse {
+				t.Errorf("Ready = %+v, want False", r)
+			}
+			if ev := h.events(); countPrefix(ev, "Warning ApprovalUnguarded") == 0 {
+				t.Errorf("events = %v", ev)
+			}
+			if l := h.runLease(jobs.KindCluster, "web"); l != nil && ptr.Deref(l.Spec.HolderIdentity, "") != "" {
+				t.Errorf("the run Lease is held by %q while the approval waits", ptr.Deref(l.Spec.HolderIdentity, ""))
+			}
+
+			// Once the policy is in force, the same approval applies.
+			h.guard.why = ""
+			h.settle(obj)
+			apply := h.runningJob(jobs.KindCluster, "web")
+			if jobs.OpOf(&apply) != jobs.OpApply || !hasArg(apply, tc.arg+value) {
+				t.Fatalf("Job %s: %v, want the approved apply", apply.Name, command(apply))
+			}
+		})
+	}
+}
+
+func TestTheEmptyPlanAppliesWithoutTheApprovalPolicy(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	h.guard.why = "the ValidatingAdmissionPolicyBinding captf-approval-annotations does not exist"
+	tc, _, _ := planWaiting(h, jobs.EmptyPlanHash)
+	h.settle(tc)
+	apply := h.runningJob(jobs.KindCluster, "web")
+	if jobs.OpOf(&apply) != jobs.OpApply || !hasArg(apply, "--expect-plan="+jobs.EmptyPlanHash) {
+		t.Fatalf("Job %s: %v, want the apply of the empty plan", apply.Name, command(apply))
+	}
+}
+
+func TestWithoutRequiringThePolicyAnApprovalAppliesAndSaysWhereItCameFrom(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	h.r.Approvals = nil
+	tc, key, value := planWaiting(h, planA)
+	h.events()
+	h.annotate(tc, key, value)
+	h.settle(tc)
+	apply := h.runningJob(jobs.KindCluster, "web")
+	if !hasArg(apply, "--expect-plan="+planA) {
+		t.Fatalf("Job %s: %v, want the approved apply", apply.Name, command(apply))
+	}
+	ev := h.events()
+	found := false
+	for _, e := range ev {
+		found = found || strings.HasPrefix(e, "Warning ApprovalUnguarded") && strings.Contains(e, key+"="+value) && strings.Contains(e, "--require-approval-policy=false")
+	}
+	if !found {
+		t.Errorf("no ApprovalUnguarded event names the approval and the flag: %v", ev)
+	}
+}
+
+// The guard of an install reads the policy and its binding from the API server and trusts what
+// it read for its TTL. The policy made here checks nothing, so the other tests are not judged by
+// it: the guard reads only that it is there and bound.
+func TestThePolicyGuardReadsThePolicyLiveAndTrustsItForItsTTL(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	g := &workspace.PolicyGuard{Reader: h.c, Clock: h.clock, TTL: workspace.ApprovalPolicyTTL}
+	unguarded := func(want string) {
+		t.Helper()
+		why, err := g.Unguarded(h.ctx)
+		if err != nil || (why == "") != (want == "") || !strings.Contains(why, want) {
+			t.Fatalf("Unguarded = %q, %v; want %q", why, err, want)
+		}
+	}
+	unguarded("ValidatingAdmissionPolicyBinding " + workspace.ApprovalPolicyName + " does not exist")
+
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: workspace.ApprovalPolicyName},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"example.invalid"}, APIVersions: []string{"v1"}, Resources: []string{"nothings"}},
+			}}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "true"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: workspace.ApprovalPolicyName},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: workspace.ApprovalPolicyName, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	for _, obj := range []client.Object{policy, binding} {
+		if err := h.c.Create(h.ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.c.Delete(context.Background(), obj) })
+	}
+	unguarded("does not exist") // what was read stays trusted for the TTL
+	h.clock.SetTime(h.clock.Now().Add(workspace.ApprovalPolicyTTL))
+	unguarded("")
+
+	if err := h.c.Delete(h.ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	unguarded("")
+	h.clock.SetTime(h.clock.Now().Add(workspace.ApprovalPolicyTTL))
+	unguarded("ValidatingAdmissionPolicyBinding " + workspace.ApprovalPolicyName + " does not exist")
 }

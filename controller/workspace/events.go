@@ -24,6 +24,8 @@ const (
 	EventForceUnlocked                   = "ForceUnlocked"
 	EventStateLocked                     = "StateLocked"
 	EventJobNameTaken                    = "JobNameTaken"
+	EventPlanKeyNotOwned                 = "PlanKeyNotOwned"
+	EventApprovalUnguarded               = "ApprovalUnguarded"
 	EventStateLost                       = "StateLost"
 	EventDigestUnknown                   = "DigestUnknown"
 	EventImagePinned                     = "ImagePinned"
@@ -75,6 +77,8 @@ var Events = []EventDoc{
 	{EventForceUnlocked, "Warning", "The state lock was left by a finished or vanished pod of the object's own Jobs; the new Job releases it first."},
 	{EventStateLocked, "Warning", "The state lock is held by someone else; the new Job waits lockTimeoutSeconds for it."},
 	{EventJobNameTaken, "Warning", "A Job of the name the controller would create exists and is not controlled by the object; the op waits until it is deleted."},
+	{EventPlanKeyNotOwned, "Warning", "The plan-key Secret exists and is not the one the controller made for the object (owner reference, labels, one 32-byte key); no plan or approved apply starts until it is deleted."},
+	{EventApprovalUnguarded, "Warning", "An apply would act on an approval annotation while the approval policy (artifacts/policy) does not keep them to the runs API server: it waits; or, with --require-approval-policy=false, it starts and says so."},
 	{EventStateLost, "Warning", "The state is missing although an apply once succeeded (captf.io/applied on the durable inputs): nothing is applied and deletion is held until it is restored or abandoned."},
 	{EventDigestUnknown, "Warning", "A refresh, drift, destroy or restore runs the spec's image reference because no digest is pinned yet."},
 	{EventImagePinned, "Normal", "A successful apply pinned the digest its pod ran; later non-apply runs use it."},

@@ -57,7 +57,14 @@ type harness struct {
 	reg      *prometheus.Registry
 	// tagDigest is the digest each tag resolves to now; a test re-pushes a tag by changing it.
 	tagDigest map[string]string
+	// guard is the approval policy's check, in force unless a test says otherwise.
+	guard *approvalGuard
 }
+
+// approvalGuard stands in for the read of the approval policy: why says why it is not in force.
+type approvalGuard struct{ why string }
+
+func (g *approvalGuard) Unguarded(context.Context) (string, error) { return g.why, nil }
 
 func newHarness(t *testing.T, kind jobs.Kind) *harness {
 	t.Helper()
@@ -80,8 +87,9 @@ func newHarness(t *testing.T, kind jobs.Kind) *harness {
 		t: t, ctx: ctx, c: c, ns: ns, reg: reg, tagDigest: map[string]string{},
 		clock:    clocktesting.NewFakePassiveClock(time.Now().Truncate(time.Second)),
 		recorder: events.NewFakeRecorder(100),
+		guard:    &approvalGuard{},
 	}
-	base := workspace.Reconciler{Client: c, APIReader: c, Recorder: h.recorder, Clock: h.clock, Metrics: m, RunnerImage: runnerImage}
+	base := workspace.Reconciler{Client: c, APIReader: c, Recorder: h.recorder, Clock: h.clock, Metrics: m, RunnerImage: runnerImage, Approvals: h.guard}
 	switch kind {
 	case jobs.KindMachine:
 		h.r = workspace.New(base, infrav1.MachineKind)

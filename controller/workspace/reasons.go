@@ -79,8 +79,8 @@ func InterruptedApplyMessage(job string) string {
 // approveMessage tells how to approve a plan that waits.
 func approveMessage(namespace string, plan *infrav1.PlanPreview) string {
 	return fmt.Sprintf("plan %s (%d to add, %d to change, %d to destroy) waits for approval: "+
-		"POST a PlanApproval with this hash to plans/%s/approval of runs.captf.io/v1alpha1 in namespace %s, or annotate the object %s=%s",
-		plan.PlanHash, plan.Add, plan.Change, plan.Destroy, plan.Job, namespace, jobs.AnnotationApprovePlan, plan.PlanHash)
+		"kubectl captf approve %s, or POST a PlanApproval with this hash to plans/%s/approval of runs.captf.io/v1alpha1 in namespace %s",
+		plan.PlanHash, plan.Add, plan.Change, plan.Destroy, plan.Job, plan.Job, namespace)
 }
 
 // blockedMessage lists what a blocked apply would have deleted or replaced.
@@ -101,5 +101,6 @@ func blockedMessage(job *batchv1.Job, plan *jobs.PlanSummary) string {
 			msg += ": " + strings.Join(listed, ", ")
 		}
 	}
-	return msg + "; approve with the annotation " + jobs.AnnotationApproveDestructivePlan + "=" + job.Annotations[jobs.AnnotationInputsHash]
+	return msg + "; approve its inputs " + job.Annotations[jobs.AnnotationInputsHash] + " with kubectl captf approve " + job.Name +
+		", or POST a PlanApproval to plans/" + job.Name + "/approval of runs.captf.io/v1alpha1"
 }

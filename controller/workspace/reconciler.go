@@ -74,6 +74,10 @@ type Reconciler struct {
 	Metrics  *metrics.Metrics
 	// RunnerImage is the image of the runner init container.
 	RunnerImage string
+	// Approvals tells whether approval annotations can only have come through plans/approval;
+	// an apply that acts on one waits while they could have come from anyone. Nil: approvals
+	// are acted on as the annotations hold them, with an event that says so.
+	Approvals ApprovalGuard
 
 	// Kind is the kind reconciled; KindInfo its row of infrav1.Kinds. New sets both.
 	Kind     jobs.Kind

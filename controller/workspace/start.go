@@ -24,9 +24,9 @@ import (
 )
 
 // start starts the decided operation as one Job, in the order that survives a crash between any
-// two steps: the run Lease (its holder is the Job about to be created), the durable inputs
-// (apply), the Job, its per-run Secret, then status.activeJob. A repeated pass computes the same
-// name and adopts whatever the crashed pass left.
+// two steps: the plan key (plan, approved apply), the run Lease (its holder is the Job about to
+// be created), the durable inputs (apply), the Job, its per-run Secret, then status.activeJob. A
+// repeated pass computes the same name and adopts whatever the crashed pass left.
 func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Rendered, renderable bool, interruptedApply string) (ctrl.Result, error) {
 	src, err := p.chooseSource(ctx, d, rendered, renderable)
 	if err != nil {
@@ -42,7 +42,7 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	mirror, wait, err := p.readyToRun(ctx, d.Op)
+	mirror, planKey, wait, err := p.readyToRun(ctx, d)
 	if err != nil || wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
@@ -59,9 +59,10 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	planKey, err := p.prepareOp(ctx, d, rendered)
-	if err != nil {
-		return ctrl.Result{}, err
+	if d.Op == jobs.OpApply {
+		if err := p.writeDurableInputs(ctx, rendered); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	annotations := jobAnnotations(d, interruptedApply, p.obj.GetAnnotations(), p.exportsHash, p.exportsGuard == ExportsHeld)
 	spec := p.obj.WorkspaceSpec()
@@ -96,47 +97,59 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	return ctrl.Result{RequeueAfter: decide.JobActiveRequeue}, nil
 }
 
-// readyToRun checks what must hold before the run Lease is taken: the runner's ServiceAccount
-// may run Jobs, the CLI configuration Secret may be mounted, and the identity's credentials are
-// copied (so a Secret in the way holds no Lease). wait is how long to wait when not; mirror
-// names the copy of the credentials.
-func (p *pass) readyToRun(ctx context.Context, op jobs.Op) (mirror string, wait time.Duration, err error) {
+// readyToRun checks what must hold before the run Lease is taken, so that nothing in the way
+// holds a Lease: the runner's ServiceAccount may run Jobs, the CLI configuration Secret may be
+// mounted, the identity's credentials are copied, an approval the op acts on can only have come
+// through plans/approval, and the plan key is the controller's. wait is how long to wait when
+// not; mirror names the copy of the credentials, planKey the plan-key Secret of a plan or an
+// approved apply.
+func (p *pass) readyToRun(ctx context.Context, d decide.Decision) (mirror, planKey string, wait time.Duration, err error) {
 	ready, err := p.runnerServiceAccountReady(ctx)
 	switch {
 	case err != nil:
-		return "", 0, err
+		return "", "", 0, err
 	case !ready:
-		return "", GateRequeue, nil
+		return "", "", GateRequeue, nil
 	}
-	ready, err = p.cliConfigReady(ctx, op)
+	ready, err = p.cliConfigReady(ctx, d.Op)
 	switch {
 	case err != nil:
-		return "", 0, err
+		return "", "", 0, err
 	case !ready:
-		return "", GateRequeue, nil
+		return "", "", GateRequeue, nil
 	}
 	mirror, mirrored, err := p.mirrorCredentials(ctx)
 	switch {
 	case err != nil:
-		return "", 0, err
+		return "", "", 0, err
 	case !mirrored:
-		return "", decide.DependenciesRequeue, nil
+		return "", "", decide.DependenciesRequeue, nil
 	}
-	return mirror, 0, nil
+	if wait, err := p.approvalGuarded(ctx, d); err != nil || wait > 0 {
+		return "", "", wait, err
+	}
+	planKey, wait, err = p.planKeyFor(ctx, d)
+	return mirror, planKey, wait, err
 }
 
-// prepareOp writes what the op reads besides its per-run Secret: an apply's durable inputs,
-// and the plan key of a plan or an approved apply, whose name it returns.
-func (p *pass) prepareOp(ctx context.Context, d decide.Decision, rendered inputs.Rendered) (planKey string, err error) {
-	if d.Op == jobs.OpApply {
-		if err := p.writeDurableInputs(ctx, rendered); err != nil {
-			return "", err
-		}
+// planKeyFor makes or checks the plan key of a plan or an approved apply, and returns its name.
+// It runs before the run Lease is taken, so a Secret in the way holds no Lease; wait is how long
+// to wait when that Secret is not the controller's.
+func (p *pass) planKeyFor(ctx context.Context, d decide.Decision) (planKey string, wait time.Duration, err error) {
+	if d.Op != jobs.OpPlan && d.ExpectPlan == "" {
+		return "", 0, nil
 	}
-	if d.Op == jobs.OpPlan || d.ExpectPlan != "" {
-		return p.ensurePlanKey(ctx)
+	planKey, problem, err := p.ensurePlanKey(ctx)
+	switch {
+	case err != nil:
+		return "", 0, err
+	case problem != "":
+		logf.FromContext(ctx).Info("the plan-key Secret is not the controller's; waiting until it is deleted", "secret", planKey)
+		setOpCondition(p.status(), p.stamp(), d.Op, metav1.ConditionFalse, conditions.ReasonPlanKeyNotOwned, problem)
+		p.event(nil, corev1.EventTypeWarning, EventPlanKeyNotOwned, "%s", problem)
+		return "", GateRequeue, nil
 	}
-	return "", nil
+	return planKey, 0, nil
 }
 
 // mirrorCredentials copies the identity's credentials for the Job about to start, if the

@@ -122,7 +122,7 @@ func setWaiting(s *infrav1.WorkspaceStatus, at stamp, reason string, plan *infra
 			return
 		}
 		at.set(&s.Conditions, conditions.ApplyJobSucceeded, metav1.ConditionFalse, conditions.ReasonDestructivePlanBlocked,
-			"the newest apply of these inputs stopped before a destructive plan; approve it with the annotation "+jobs.AnnotationApproveDestructivePlan)
+			"the newest apply of these inputs stopped before a destructive plan; approve its plan with kubectl captf approve, or through plans/approval of runs.captf.io/v1alpha1")
 	}
 }
 

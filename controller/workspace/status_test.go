@@ -123,8 +123,11 @@ func TestSetBooked(t *testing.T) {
 			run: bookedRun{job: bookedJob(jobs.OpApply, jobs.OutcomeBlocked, jobs.AnnotationInputsHash, "h1:x"), summary: jobs.Summary{Plan: plan}},
 			check: func(t *testing.T, s *infrav1.WorkspaceStatus, _ *infrav1.PlanPreview) {
 				wantCondition(t, s, conditions.ApplyJobSucceeded, metav1.ConditionFalse, conditions.ReasonDestructivePlanBlocked)
-				if m := conditions.Get(s.Conditions, conditions.ApplyJobSucceeded).Message; !strings.Contains(m, "a.b (replace)") || !strings.Contains(m, jobs.AnnotationApproveDestructivePlan+"=h1:x") {
-					t.Fatalf("message = %q", m)
+				m := conditions.Get(s.Conditions, conditions.ApplyJobSucceeded).Message
+				for _, want := range []string{"a.b (replace)", "h1:x", "kubectl captf approve captf-c-web-apply-a2-000000", "plans/captf-c-web-apply-a2-000000/approval"} {
+					if !strings.Contains(m, want) {
+						t.Fatalf("message = %q, want %q in it", m, want)
+					}
 				}
 			}},
 		{rule: "a successful plan fills status.plan and awaits approval", planned: true,

@@ -428,3 +428,54 @@ func TestRestoreReadsOnlyBackupsTheControllerTook(t *testing.T) {
 		})
 	}
 }
+
+func TestAPlanKeySomeoneElseMadeIsNotUsed(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.provisioned(func(c *infrav1.TerraformCluster) { c.Spec.ApplyPolicy = infrav1.ApplyPolicyManual })
+	// A key its maker knows, with the labels anyone can copy but no owner reference.
+	name := jobs.PlanKeySecretName(jobs.KindCluster, "web")
+	known := []byte(strings.Repeat("k", 32))
+	planted := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns, Labels: jobs.OwnerLabels(jobs.KindCluster, "web")},
+		Data:       map[string][]byte{"key": known},
+	}
+	if err := h.c.Create(h.ctx, planted); err != nil {
+		t.Fatal(err)
+	}
+	h.events()
+	h.setVariables(tc, `{"region":"us"}`)
+	h.settle(tc)
+
+	h.noRunningJob(jobs.KindCluster, "web")
+	h.get(tc)
+	c := conditions.Get(tc.Status.Conditions, conditions.ApplyJobSucceeded)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != conditions.ReasonPlanKeyNotOwned || !strings.Contains(c.Message, name) || !strings.Contains(c.Message, "delete it") {
+		t.Fatalf("ApplyJobSucceeded = %+v, want False/%s naming the Secret and what to do", c, conditions.ReasonPlanKeyNotOwned)
+	}
+	if r := conditions.Get(tc.Status.Conditions, conditions.Ready); r == nil || r.Status != metav1.ConditionFalse {
+		t.Errorf("Ready = %+v, want False", r)
+	}
+	if ev := h.events(); countPrefix(ev, "Warning PlanKeyNotOwned") == 0 {
+		t.Errorf("events = %v", ev)
+	}
+	if l := h.runLease(jobs.KindCluster, "web"); l != nil && ptr.Deref(l.Spec.HolderIdentity, "") != "" {
+		t.Errorf("the run Lease is held by %q while the plan waits", ptr.Deref(l.Spec.HolderIdentity, ""))
+	}
+	if s := h.secret(name); s == nil || string(s.Data["key"]) != string(known) {
+		t.Fatalf("the planted Secret was changed: %+v", s)
+	}
+
+	// Once it is gone, the controller makes its own key and the plan runs with it.
+	if err := h.c.Delete(h.ctx, planted); err != nil {
+		t.Fatal(err)
+	}
+	h.settle(tc)
+	plan := h.runningJob(jobs.KindCluster, "web")
+	if jobs.OpOf(&plan) != jobs.OpPlan || !mountsPlanKey(plan) {
+		t.Fatalf("Job %s op %s, plan key mounted %v; want a plan with the key", plan.Name, jobs.OpOf(&plan), mountsPlanKey(plan))
+	}
+	key := h.secret(name)
+	if key == nil || len(key.Data["key"]) != 32 || string(key.Data["key"]) == string(known) || len(key.OwnerReferences) != 1 || key.OwnerReferences[0].UID != tc.UID {
+		t.Fatalf("plan key Secret = %+v, want the controller's own", key)
+	}
+}

@@ -2,6 +2,7 @@ package aggregated
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,9 +12,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -207,6 +210,67 @@ func TestApproverWithoutEditRightsApproves(t *testing.T) {
 	// Approving again is idempotent.
 	if code, body := approver.approve(t, f.ns, f.current, approvalBody(f.current, planHash), false); code != http.StatusCreated {
 		t.Errorf("second approval: %d %s", code, body)
+	}
+}
+
+// TestApprovalsPassOnlyThroughPlansApproval: with the install's policy in force, a person who
+// may edit the TerraformCluster cannot write the approval on it, while the same approval POSTed
+// to plans/approval passes, written by the server's ServiceAccount.
+func TestApprovalsPassOnlyThroughPlansApproval(t *testing.T) {
+	c := newClients(t)
+	f := newPlanFixture(t, c)
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "terraform-editor", Namespace: f.ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{infrav1.GroupVersion.Group}, Resources: []string{"terraformclusters"}, Verbs: []string{"get", "update", "patch"}}},
+	}
+	if _, err := c.kube.RbacV1().Roles(f.ns).Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	editor := newUser(t, c, f.ns, "editor-"+f.ns, "edit")
+	if _, err := c.kube.RbacV1().RoleBindings(f.ns).Create(t.Context(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "editor-terraform", Namespace: f.ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: editor.name}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForRBAC(t, editor, "patch", "terraformclusters.infrastructure.cluster.x-k8s.io", f.ns, true)
+	waitForRBAC(t, editor, "create", "plans.runs.captf.io/approval", f.ns, true)
+	editorClient, err := client.New(editor.config, client.Options{Scheme: c.infra.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	selfApproval := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:"someone-else"}}}`,
+		jobs.AnnotationApprovePlan, planHash, jobs.AnnotationApprovedBy)))
+	// The API server loads the policy in the background: once it denies, it is in force.
+	eventually(t, 60*time.Second, func(ctx context.Context) error {
+		err := editorClient.Patch(ctx, f.cluster.DeepCopy(), selfApproval, client.DryRunAll)
+		if err == nil {
+			return errors.New("the editor's dry-run self-approval was allowed")
+		}
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "metadata.annotations[captf.io/approve-plan]") || !strings.Contains(err.Error(), "kubectl captf approve") {
+			return fmt.Errorf("the editor's dry-run self-approval: %w, want the policy's denial", err)
+		}
+		return nil
+	})
+	if err := editorClient.Patch(t.Context(), f.cluster.DeepCopy(), selfApproval); !apierrors.IsForbidden(err) {
+		t.Fatalf("the editor's self-approval: %v, want 403", err)
+	}
+	if got := f.annotationsOf(t, c); len(got) != 0 {
+		t.Fatalf("annotations after a denied self-approval: %v", got)
+	}
+	// The editor may still change the object otherwise.
+	if err := editorClient.Patch(t.Context(), f.cluster.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"team":"web"}}}`))); err != nil {
+		t.Fatalf("the editor's other annotation: %v", err)
+	}
+
+	code, body := editor.approve(t, f.ns, f.current, approvalBody(f.current, planHash), false)
+	if code != http.StatusCreated {
+		t.Fatalf("approval through plans/approval: %d %s, want 201", code, body)
+	}
+	got := f.annotationsOf(t, c)
+	if got[jobs.AnnotationApprovePlan] != planHash || got[jobs.AnnotationApprovedBy] != editor.name {
+		t.Fatalf("annotations after the approval = %v, want the plan approved by %s", got, editor.name)
 	}
 }
 

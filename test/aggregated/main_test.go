@@ -1,7 +1,7 @@
 // Package aggregated tests the captf aggregated API server through the real aggregator of a
 // real kube-apiserver and the real kubectl: the server binary, built from this tree, runs as a
 // process on a loopback port with its own serving certificate, under a ServiceAccount bound by the RBAC of
-// artifacts/apiserver, and is registered by an ExternalName Service and the APIService of
+// artifacts/apiserver, with the approval policy of artifacts/policy in force, and is registered by an ExternalName Service and the APIService of
 // artifacts/apiserver with its CA as caBundle.
 package aggregated
 
@@ -95,8 +95,9 @@ func getEnv(t testing.TB) *testenv.Env {
 // describes, with the Deployment replaced by a process on a loopback port.
 func startAggregatedServer(ctx context.Context, e *testenv.Env) (stop func(), err error) {
 	artifacts := filepath.Join(e.RepoRoot, "artifacts", "apiserver")
-	// The server's namespace, ServiceAccount and RBAC, and the user roles, exactly as shipped.
-	for _, f := range []string{"../controller/namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "user-roles.yaml"} {
+	// The server's namespace, ServiceAccount and RBAC, the user roles and the policy that keeps
+	// approvals to the server, exactly as shipped.
+	for _, f := range []string{"../controller/namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "user-roles.yaml", "../policy/approvals.yaml"} {
 		if out, err := e.Kubectl(ctx, "apply", "-f", filepath.Join(artifacts, f)).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("applying %s: %w\n%s", f, err, out)
 		}

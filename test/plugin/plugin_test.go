@@ -17,7 +17,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
@@ -136,8 +138,9 @@ func (s *suite) waitWhy(target string, want *regexp.Regexp) string {
 
 // TestManualPlanIsShownDeclinedRefusedAndApproved walks a Manual cluster's plan through the
 // plugin: `runs` newest first (also through kubectl's plugin lookup), `plan`, `approve` answered
-// "n", a wrong hash, a superseded plan and an applied plan (each a 409 with the server's
-// message), a missing plan, and `approve --yes` by an approver, after which the apply runs.
+// "n", an approval written by hand (refused by the install's policy), a wrong hash, a superseded
+// plan and an applied plan (each a 409 with the server's message), a missing plan, and
+// `approve --yes` by an approver, after which the apply runs.
 func TestManualPlanIsShownDeclinedRefusedAndApproved(t *testing.T) {
 	s := newSuite(t)
 	tc := s.Cluster("manual", `{"name":"manual"}`, func(c *infrav1.TerraformCluster) { c.Spec.ApplyPolicy = infrav1.ApplyPolicyManual })
@@ -188,6 +191,13 @@ func TestManualPlanIsShownDeclinedRefusedAndApproved(t *testing.T) {
 	if v, ok := tc.Annotations["captf.io/approve-plan"]; ok {
 		t.Fatalf("declining wrote captf.io/approve-plan=%s", v)
 	}
+	// Writing the approval by hand is refused by the install's admission policy, even for an
+	// admin: only the approval the plugin POSTs passes.
+	selfApproval := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"captf.io/approve-plan":"p2:`+strings.Repeat("0", 64)+`"}}}`))
+	s.eventually("the approval policy refuses a hand-written approval", time.Minute, func() (bool, error) {
+		err := s.C.Patch(s.Ctx, tc.DeepCopy(), selfApproval, client.DryRunAll)
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "metadata.annotations[captf.io/approve-plan]") && strings.Contains(err.Error(), "kubectl captf approve"), nil
+	})
 
 	// A hash that is not the plan's is a clear 409 with the server's message.
 	wrong := s.captf(approver, "", "approve", planRun.Name, "--yes", "--hash=p3:"+strings.Repeat("0", 64))

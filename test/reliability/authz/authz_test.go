@@ -205,6 +205,16 @@ func TestLeastPrivilege(t *testing.T) {
 		{ctrl, "create", runs, "plans", "approval", ns, "", false},
 		{ctrl, "delete", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "", false},
 		{ctrl, "update", "", "nodes", "", "", "", false},
+		// Whether the approval policy is in force: its policy and binding by name, nothing else.
+		{ctrl, "get", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", "", "", "captf-approval-annotations", true},
+		{ctrl, "get", "admissionregistration.k8s.io", "validatingadmissionpolicies", "", "", "captf-approval-annotations", true},
+		{ctrl, "get", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", "", "", "other", false},
+		{ctrl, "list", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", "", "", "", false},
+		{ctrl, "update", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", "", "", "captf-approval-annotations", false},
+		{ctrl, "delete", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", "", "", "captf-approval-annotations", false},
+		{apiserver, "delete", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", "", "", "captf-approval-annotations", false},
+		{editor, "delete", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", "", "", "captf-approval-annotations", false},
+		{editor, "impersonate", "", "serviceaccounts", "", "captf-system", "captf-apiserver", false},
 		// spec.variablesFrom reads a labelled ConfigMap by name: get, never list or watch.
 		{ctrl, "get", "", "configmaps", "", ns, "", true},
 		{ctrl, "list", "", "configmaps", "", ns, "", false},
