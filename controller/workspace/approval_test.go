@@ -353,26 +353,7 @@ func TestAnApprovalWaitsWhileThePolicyDoesNotKeepApprovalsToTheRunsAPIServer(t *
 			h.annotate(obj, key, value)
 			h.settle(obj)
 
-			h.noRunningJob(jobs.KindCluster, "web")
-			h.get(obj)
-			c := conditions.Get(obj.Status.Conditions, conditions.ApplyJobSucceeded)
-			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != conditions.ReasonApprovalUnguarded {
-				t.Fatalf("ApplyJobSucceeded = %+v, want False/%s", c, conditions.ReasonApprovalUnguarded)
-			}
-			for _, want := range []string{key + "=" + value, why, "anyone who may edit this object could have written it", "kubectl captf approve"} {
-				if !strings.Contains(c.Message, want) {
-					t.Errorf("the message lacks %q: %s", want, c.Message)
-				}
-			}
-			if r := conditions.Get(obj.Status.Conditions, conditions.Ready); r == nil || r.Status != metav1.ConditionFalse {
-				t.Errorf("Ready = %+v, want False", r)
-			}
-			if ev := h.events(); countPrefix(ev, "Warning ApprovalUnguarded") == 0 {
-				t.Errorf("events = %v", ev)
-			}
-			if l := h.runLease(jobs.KindCluster, "web"); l != nil && ptr.Deref(l.Spec.HolderIdentity, "") != "" {
-				t.Errorf("the run Lease is held by %q while the approval waits", ptr.Deref(l.Spec.HolderIdentity, ""))
-			}
+			h.wantWaiting(obj, conditions.ReasonApprovalUnguarded, key+"="+value, why, "anyone who may edit this object could have written it", "kubectl captf approve")
 
 			// Once the policy is in force, the same approval applies.
 			h.guard.why = ""

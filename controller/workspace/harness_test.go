@@ -19,11 +19,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller"
+	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/controller/metrics"
 	"github.com/captf/captf/controller/state"
@@ -365,6 +367,33 @@ func (h *harness) events() []string {
 		default:
 			return out
 		}
+	}
+}
+
+// wantWaiting checks an apply that waits for a person before any Job or Lease: no running Job,
+// ApplyJobSucceeded False with reason and a message holding each phrase, Ready False, a Warning
+// event of reason, and the run Lease not held.
+func (h *harness) wantWaiting(obj *infrav1.TerraformCluster, reason string, phrases ...string) {
+	h.t.Helper()
+	h.noRunningJob(jobs.KindCluster, obj.Name)
+	h.get(obj)
+	c := conditions.Get(obj.Status.Conditions, conditions.ApplyJobSucceeded)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason {
+		h.t.Fatalf("ApplyJobSucceeded = %+v, want False/%s", c, reason)
+	}
+	for _, want := range phrases {
+		if !strings.Contains(c.Message, want) {
+			h.t.Errorf("the message lacks %q: %s", want, c.Message)
+		}
+	}
+	if r := conditions.Get(obj.Status.Conditions, conditions.Ready); r == nil || r.Status != metav1.ConditionFalse {
+		h.t.Errorf("Ready = %+v, want False", r)
+	}
+	if ev := h.events(); countPrefix(ev, "Warning "+reason) == 0 {
+		h.t.Errorf("no Warning %s event: %v", reason, ev)
+	}
+	if l := h.runLease(jobs.KindCluster, obj.Name); l != nil && ptr.Deref(l.Spec.HolderIdentity, "") != "" {
+		h.t.Errorf("the run Lease is held by %q while the apply waits", ptr.Deref(l.Spec.HolderIdentity, ""))
 	}
 }
 

@@ -446,21 +446,7 @@ func TestAPlanKeySomeoneElseMadeIsNotUsed(t *testing.T) {
 	h.setVariables(tc, `{"region":"us"}`)
 	h.settle(tc)
 
-	h.noRunningJob(jobs.KindCluster, "web")
-	h.get(tc)
-	c := conditions.Get(tc.Status.Conditions, conditions.ApplyJobSucceeded)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != conditions.ReasonPlanKeyNotOwned || !strings.Contains(c.Message, name) || !strings.Contains(c.Message, "delete it") {
-		t.Fatalf("ApplyJobSucceeded = %+v, want False/%s naming the Secret and what to do", c, conditions.ReasonPlanKeyNotOwned)
-	}
-	if r := conditions.Get(tc.Status.Conditions, conditions.Ready); r == nil || r.Status != metav1.ConditionFalse {
-		t.Errorf("Ready = %+v, want False", r)
-	}
-	if ev := h.events(); countPrefix(ev, "Warning PlanKeyNotOwned") == 0 {
-		t.Errorf("events = %v", ev)
-	}
-	if l := h.runLease(jobs.KindCluster, "web"); l != nil && ptr.Deref(l.Spec.HolderIdentity, "") != "" {
-		t.Errorf("the run Lease is held by %q while the plan waits", ptr.Deref(l.Spec.HolderIdentity, ""))
-	}
+	h.wantWaiting(tc, conditions.ReasonPlanKeyNotOwned, name, "delete it")
 	if s := h.secret(name); s == nil || string(s.Data["key"]) != string(known) {
 		t.Fatalf("the planted Secret was changed: %+v", s)
 	}
