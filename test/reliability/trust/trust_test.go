@@ -356,11 +356,15 @@ func TestWhatOthersWriteChangesNothing(t *testing.T) {
 		{"a 40 KiB lock holder still lets the status through", func(e *env) {
 			suffix := jobs.StateSecretSuffix(e.ns, jobs.KindCluster, name)
 			info := fmt.Sprintf(`{"ID":"lock-1","Operation":"OperationTypeApply","Who":"%s@laptop","Version":"1.10.10","Created":"2026-11-01T00:00:00Z","Path":""}`, strings.Repeat("w", 40<<10))
-			lock := &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: state.LockLeaseName(suffix), Namespace: e.ns, Annotations: map[string]string{workspace.LockInfoAnnotation: info}},
-				Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("lock-1")},
+			// The controller made the lock Lease before the first run; a holder takes it as the
+			// backend does, by an update.
+			lock := &coordinationv1.Lease{}
+			if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: state.LockLeaseName(suffix)}, lock); err != nil {
+				e.t.Fatal(err)
 			}
-			if err := e.c.Create(e.ctx, lock); err != nil {
+			lock.Annotations = map[string]string{workspace.LockInfoAnnotation: info}
+			lock.Spec.HolderIdentity = ptr.To("lock-1")
+			if err := e.c.Update(e.ctx, lock); err != nil {
 				e.t.Fatal(err)
 			}
 			e.setVariables(`{"v":1}`)
