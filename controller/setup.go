@@ -62,7 +62,9 @@ func NewScheme() *runtime.Scheme {
 // decision never rests on a stale Secret or Lease and the cache holds no Secret data.
 func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	managed := labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue})
-	opts.Cache.ByObject = map[client.Object]cache.ByObject{&batchv1.Job{}: {Label: managed}}
+	// A cached Job keeps only what the run model reads (SlimJob): the pod template alone is most
+	// of a Job's size.
+	opts.Cache.ByObject = map[client.Object]cache.ByObject{&batchv1.Job{}: {Label: managed, Transform: SlimJob}}
 	// Metadata only, so no Secret data is cached: the state Secrets and their lock Leases
 	// (labelled through the backend's labels setting), durable inputs, plan keys, backups,
 	// per-run Secrets, run Leases and the runner identities.
