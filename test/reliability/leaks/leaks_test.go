@@ -431,7 +431,8 @@ func machineFails(t *testing.T, sys *system.System, c client.Client, ns, identit
 		var found runsv1alpha1.Run
 		if err := rel.Poll(3*time.Minute, func() (bool, error) {
 			for _, r := range getRuns().Items {
-				if r.Spec.Target.Kind == infrav1.MachineKind.Kind && r.Spec.Operation == string(op) && r.Status.Phase == runsv1alpha1.RunPhaseFailed {
+				// A Run is Failed as soon as its Job is; its error comes with the bookkeeping.
+				if r.Spec.Target.Kind == infrav1.MachineKind.Kind && r.Spec.Operation == string(op) && r.Status.Phase == runsv1alpha1.RunPhaseFailed && r.Status.Error != nil {
 					found = r
 					return true, nil
 				}
