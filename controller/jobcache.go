@@ -2,7 +2,6 @@ package controller
 
 import (
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/captf/captf/jobs"
@@ -44,10 +43,8 @@ func SlimJob(in any) (any, error) {
 		},
 		Status: batchv1.JobStatus{StartTime: job.Status.StartTime, CompletionTime: job.Status.CompletionTime},
 	}
-	for _, c := range job.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			slim.Status.Conditions = append(slim.Status.Conditions, c)
-		}
+	if c := jobs.FinishCondition(job); c != nil {
+		slim.Status.Conditions = []batchv1.JobCondition{*c}
 	}
 	return slim, nil
 }

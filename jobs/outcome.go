@@ -39,7 +39,7 @@ const (
 //   - Failed and marked blocked, plan-changed or interrupted: that outcome;
 //   - Failed otherwise: Failed.
 func OutcomeOf(job *batchv1.Job) Outcome {
-	cond := finishCondition(job)
+	cond := FinishCondition(job)
 	switch {
 	case cond == nil:
 		return OutcomeRunning
@@ -99,8 +99,8 @@ func (o Outcome) MetricResult() string {
 	return ""
 }
 
-// finishCondition returns the Job's true Complete or Failed condition, or nil while it runs.
-func finishCondition(job *batchv1.Job) *batchv1.JobCondition {
+// FinishCondition returns the Job's true Complete or Failed condition, or nil while it runs.
+func FinishCondition(job *batchv1.Job) *batchv1.JobCondition {
 	for i := range job.Status.Conditions {
 		c := &job.Status.Conditions[i]
 		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
@@ -113,7 +113,7 @@ func finishCondition(job *batchv1.Job) *batchv1.JobCondition {
 // FinishedAt returns when the Job finished: the Complete or Failed condition's transition time,
 // else status.completionTime. It returns false while the Job runs or when neither is recorded.
 func FinishedAt(job *batchv1.Job) (time.Time, bool) {
-	cond := finishCondition(job)
+	cond := FinishCondition(job)
 	if cond == nil {
 		return time.Time{}, false
 	}

@@ -294,7 +294,7 @@ func NewSummary(outcome Outcome, finishedAt time.Time, result *RunnerResult) Sum
 // It returns nil for a running Job and for a Job that needs no mark. The caller adds
 // AnnotationBookkept once the status that counts the Job is saved.
 func BookkeepingMarks(job *batchv1.Job, result *RunnerResult) map[string]string {
-	cond := finishCondition(job)
+	cond := FinishCondition(job)
 	switch {
 	case cond == nil:
 		return nil

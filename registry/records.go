@@ -495,20 +495,17 @@ func recordOfJob(job *batchv1.Job) *jobRecord {
 		}
 	}
 	r.target = unique.Make(target)
-	for _, c := range job.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			kind := finishedComplete
-			if c.Type == batchv1.JobFailed {
-				kind = finishedFailed
-			}
-			reason := c.Reason
-			if len(reason) > maxReasonBytes {
-				reason = "" // not the Job controller's: no known reason
-			}
-			r.finishKind = kind
-			r.finish = finishCondition{reason: intern(reason), at: unixNanos(c.LastTransitionTime)}
-			break
+	if c := jobs.FinishCondition(job); c != nil {
+		kind := finishedComplete
+		if c.Type == batchv1.JobFailed {
+			kind = finishedFailed
 		}
+		reason := c.Reason
+		if len(reason) > maxReasonBytes {
+			reason = "" // not the Job controller's: no known reason
+		}
+		r.finishKind = kind
+		r.finish = finishCondition{reason: intern(reason), at: unixNanos(c.LastTransitionTime)}
 	}
 	return r
 }
