@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/captf/captf/jobs"
 )
 
 // keptVariables are the TF_* and KUBE_* variables the runtime may see: the Job sets them on
@@ -15,17 +17,8 @@ var keptVariables = map[string]bool{
 	"KUBE_NAMESPACE":   true,
 }
 
-// droppedVariables are the variables without the TF_ prefix that OpenTofu or Terraform read to
-// find a CLI configuration or credentials: TERRAFORM_CONFIG is the older name of
-// TF_CLI_CONFIG_FILE, and OpenTofu looks for container registry credentials under
-// XDG_RUNTIME_DIR. The runner owns the CLI configuration, so none of them may point elsewhere.
-var droppedVariables = map[string]bool{
-	"TERRAFORM_CONFIG": true,
-	"XDG_RUNTIME_DIR":  true,
-}
-
-// runtimeEnv derives the runtime's environment from base. It drops TF_* and KUBE_* variables
-// other than keptVariables and the droppedVariables, forces HOME, TF_DATA_DIR and the XDG base
+// runtimeEnv derives the runtime's environment from base. It drops the variables that
+// configure the runtime (jobs.ConfiguresRuntime) other than keptVariables, forces HOME, TF_DATA_DIR and the XDG base
 // directories (where OpenTofu looks for CLI configuration files, credentials and plugins) into
 // workdir, keeps TMPDIR or points it at <workdir>/tmp, sets the automation defaults when absent,
 // and applies extra last. It returns the environment, the names it dropped (never their values)
@@ -56,7 +49,7 @@ func runtimeEnv(base []string, workdir string, extra map[string]string) (env, dr
 		if _, isExtra := extra[name]; isExtra {
 			continue
 		}
-		if droppedVariables[name] || ((strings.HasPrefix(name, "TF_") || strings.HasPrefix(name, "KUBE_")) && !keptVariables[name]) {
+		if jobs.ConfiguresRuntime(name) && !keptVariables[name] {
 			dropped = append(dropped, name)
 			continue
 		}

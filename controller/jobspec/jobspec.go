@@ -243,16 +243,16 @@ func configVolume(p Params) corev1.Volume {
 // BackupStateKey is the data key of a state backup: the state as the kubernetes backend stores it.
 const BackupStateKey = "tfstate"
 
-// reservedEnv are variables the runner sets itself or that would point OpenTofu elsewhere (its
-// CLI configuration, credentials and plugins are found through HOME, the XDG directories and
-// TERRAFORM_CONFIG); a policy cannot override them.
+// reservedEnv are the variables a policy cannot set: those that configure the runtime
+// (jobs.ConfiguresRuntime), which the runner owns, the ones it sets itself (TMPDIR,
+// CHECKPOINT_DISABLE), and KUBERNETES_*, which would point the runner's state API elsewhere with
+// the pod's token.
 func reservedEnv(name string) bool {
 	switch name {
-	case "HOME", "TMPDIR", "CHECKPOINT_DISABLE", "TERRAFORM_CONFIG",
-		"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR":
+	case "TMPDIR", "CHECKPOINT_DISABLE":
 		return true
 	}
-	return strings.HasPrefix(name, "TF_") || strings.HasPrefix(name, "KUBE_") || strings.HasPrefix(name, "KUBERNETES_")
+	return jobs.ConfiguresRuntime(name) || strings.HasPrefix(name, "KUBERNETES_")
 }
 
 // DroppedEnv lists the policy's environment variables the Job leaves out, for an event.
