@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/captf/captf/apis/runs"
+	"github.com/captf/captf/controller/inputs"
+	"github.com/captf/captf/jobs"
 )
 
 func TestValidatePlanApproval(t *testing.T) {
@@ -45,4 +47,22 @@ func TestValidatePlanApproval(t *testing.T) {
 
 func approval(name, hash string) runs.PlanApproval {
 	return runs.PlanApproval{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: runs.PlanApprovalSpec{PlanHash: hash}}
+}
+
+// TestApprovableHashesAreTheOnesCaptfComputes keeps the hand-written pattern in step with the
+// prefixes the runner and the controller version their hashes by.
+func TestApprovableHashesAreTheOnesCaptfComputes(t *testing.T) {
+	hex64 := strings.Repeat("a", 64)
+	for _, tt := range []struct {
+		hash string
+		ok   bool
+	}{
+		{jobs.PlanHashPrefix + hex64, true},
+		{inputs.HashPrefix + hex64, true},
+		{jobs.EmptyPlanHash, true},
+	} {
+		if got := hashPattern.MatchString(tt.hash); got != tt.ok {
+			t.Errorf("hashPattern matches %s: %v, want %v", tt.hash, got, tt.ok)
+		}
+	}
 }
