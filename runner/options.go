@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -155,6 +156,16 @@ func (o Options) Validate() error {
 	} {
 		if f.value == "" {
 			bad("%s must not be empty", flag(f.name))
+		}
+	}
+	for _, name := range o.SecretEnv {
+		if name == "" || strings.Contains(name, "=") {
+			bad("%s must name an environment variable; got %q", flag(runflag.SecretEnv), name)
+		}
+	}
+	for _, f := range []struct{ name, value string }{{runflag.Credentials, o.Credentials}, {runflag.CLIConfig, o.CLIConfig}} {
+		if f.value != "" && !filepath.IsAbs(f.value) {
+			bad("%s must be an absolute path; got %q", flag(f.name), f.value)
 		}
 	}
 	if o.LockTimeout < 0 {

@@ -74,13 +74,18 @@ func runnerArgs(p Params) []string {
 // along. It is JSON, which the backend reads as an HCL object; label keys and values hold no
 // "${" that HCL would interpolate.
 func BackendLabels(kind jobs.Kind, name, clusterName string) string {
+	data, _ := json.Marshal(BackendLabelMap(kind, name, clusterName))
+	return string(data)
+}
+
+// BackendLabelMap is the map BackendLabels encodes.
+func BackendLabelMap(kind jobs.Kind, name, clusterName string) map[string]string {
 	labels := jobs.OwnerLabels(kind, name)
 	if clusterName != "" {
 		labels[jobs.LabelClusterName] = jobs.LabelValue(clusterName)
 	}
 	labels[ClusterctlMoveLabel] = ""
-	data, _ := json.Marshal(labels)
-	return string(data)
+	return labels
 }
 
 // ClusterctlMoveLabel marks objects `clusterctl move` moves with the cluster.

@@ -2,7 +2,6 @@ package workspace
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -166,9 +165,7 @@ func RunnerRules(stateSuffix string) []rbacv1.PolicyRule {
 // backendLabels are the labels the kubernetes backend would put on the state Secret and lock
 // Lease it creates: the Job's backend labels setting and the backend's own.
 func (p *pass) backendLabels() map[string]string {
-	var labels map[string]string
-	// BackendLabels is JSON of a string map; it cannot fail to decode.
-	_ = json.Unmarshal([]byte(jobspec.BackendLabels(p.r.Kind, p.obj.GetName(), p.obj.GetLabels()[jobs.LabelClusterName])), &labels)
+	labels := jobspec.BackendLabelMap(p.r.Kind, p.obj.GetName(), p.obj.GetLabels()[jobs.LabelClusterName])
 	for k, v := range state.BackendOwnLabels(p.stateSuffix()) {
 		labels[k] = v
 	}
