@@ -95,8 +95,8 @@ func actionStrings(actions tfjson.Actions) []string {
 	return out
 }
 
-// SensitiveStrings returns the string values the plan marks sensitive, in resource changes and
-// output changes, so that an error tail can be scrubbed of them. Strings shorter than minLen are
+// SensitiveStrings returns the string values, and the literal text of the numbers, that the plan
+// marks sensitive in resource changes and output changes, so that output can be scrubbed of them. Strings shorter than minLen are
 // left out: replacing every "a" in a message would destroy it without protecting anything.
 func SensitiveStrings(p *tfjson.Plan, minLen int) []string {
 	seen := map[string]bool{}
@@ -149,6 +149,11 @@ func collectSensitive(value, marks any, inherited bool, found func(string)) {
 	case string:
 		if sensitive {
 			found(v)
+		}
+	case json.Number:
+		// A sensitive number (a port, a PIN) prints as its literal text.
+		if sensitive {
+			found(v.String())
 		}
 	}
 }

@@ -123,6 +123,16 @@ func TestDestructiveKind(t *testing.T) {
 	}
 }
 
+func TestSensitiveStringsIncludeNumbers(t *testing.T) {
+	p, err := Parse([]byte(doc(nil, `"pin":{"actions":["create"],"before":null,"after":987654,"after_sensitive":true}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := SensitiveStrings(p, 4); !reflect.DeepEqual(got, []string{"987654"}) {
+		t.Errorf("SensitiveStrings = %q, want the sensitive number's text", got)
+	}
+}
+
 func TestSensitiveStrings(t *testing.T) {
 	plan := doc(
 		[]string{rc(`{"actions":["update"],"before":{"pw":"old-secret","name":"public-name","nested":{"k":"deep-secret"}},"after":{"pw":"new-secret","name":"public-name","nested":{"k":"deep-secret"}},"before_sensitive":{"pw":true,"nested":true},"after_sensitive":{"pw":true,"nested":{"k":true}}}`)},
