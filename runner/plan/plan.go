@@ -96,8 +96,9 @@ func actionStrings(actions tfjson.Actions) []string {
 }
 
 // SensitiveStrings returns the string values, and the literal text of the numbers, that the plan
-// marks sensitive in resource changes and output changes, so that output can be scrubbed of them. Strings shorter than minLen are
-// left out: replacing every "a" in a message would destroy it without protecting anything.
+// marks sensitive in resource changes and output changes, so that output can be scrubbed of
+// them. Strings shorter than minLen are left out: replacing every "a" in a message would destroy
+// it without protecting anything.
 func SensitiveStrings(p *tfjson.Plan, minLen int) []string {
 	seen := map[string]bool{}
 	add := func(value, marks any) {
