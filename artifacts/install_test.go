@@ -7,10 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/captf/captf/controller/workspace"
 	hackmanifest "github.com/captf/captf/hack/manifest"
+	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/testenv"
 )
 
@@ -187,14 +190,32 @@ func approvalPolicyHolds(objs []*unstructured.Unstructured) string {
 	if policy == nil || binding == nil {
 		return "no ValidatingAdmissionPolicy and binding " + name
 	}
-	if p, _, _ := unstructured.NestedString(binding.Object, "spec", "policyName"); p != name {
-		return "the binding names the policy " + p
+	// The controller's own rule for a policy in force.
+	var typedBinding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	var typedPolicy admissionregistrationv1.ValidatingAdmissionPolicy
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(binding.Object, &typedBinding); err != nil {
+		return err.Error()
 	}
-	if actions, _, _ := unstructured.NestedStringSlice(binding.Object, "spec", "validationActions"); !slices.Contains(actions, "Deny") {
-		return fmt.Sprintf("the binding's actions are %v, without Deny", actions)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(policy.Object, &typedPolicy); err != nil {
+		return err.Error()
 	}
-	if _, narrowed, _ := unstructured.NestedMap(binding.Object, "spec", "matchResources"); narrowed {
-		return "the binding has matchResources: it must hold everywhere"
+	if problem := workspace.ApprovalPolicyProblem(&typedBinding, &typedPolicy); problem != "" {
+		return problem
+	}
+	// The annotations it keeps are the ones the controller reads as approvals.
+	var keys string
+	for _, v := range typedPolicy.Spec.Variables {
+		if v.Name == "keys" {
+			keys = v.Expression
+		}
+	}
+	for _, key := range jobs.ApprovalAnnotations() {
+		if !strings.Contains(keys, "'"+key+"'") {
+			return "the policy's keys do not hold " + key
+		}
+	}
+	if n := strings.Count(keys, "'") / 2; n != len(jobs.ApprovalAnnotations()) {
+		return fmt.Sprintf("the policy's keys hold %d annotations, the controller reads %d as approvals", n, len(jobs.ApprovalAnnotations()))
 	}
 	validations, _, _ := unstructured.NestedSlice(policy.Object, "spec", "validations")
 	text := fmt.Sprint(validations)

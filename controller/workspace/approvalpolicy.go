@@ -68,15 +68,15 @@ func (g *PolicyGuard) Unguarded(ctx context.Context) (string, error) {
 	} else if err != nil {
 		return "", fmt.Errorf("reading the ValidatingAdmissionPolicy %s: %w", ApprovalPolicyName, err)
 	}
-	g.why, g.read = approvalPolicyProblem(binding, policy), now
+	g.why, g.read = ApprovalPolicyProblem(binding, policy), now
 	return g.why, nil
 }
 
-// approvalPolicyProblem says why the approval policy does not keep approval annotations to the
+// ApprovalPolicyProblem says why the approval policy does not keep approval annotations to the
 // runs API server, or "" when it does: its binding exists, binds it, denies, and holds for every
 // object. A nil binding or policy does not exist. What the policy's expressions say is the
 // install's (artifacts/policy); whoever may change them may change anything.
-func approvalPolicyProblem(binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding, policy *admissionregistrationv1.ValidatingAdmissionPolicy) string {
+func ApprovalPolicyProblem(binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding, policy *admissionregistrationv1.ValidatingAdmissionPolicy) string {
 	b := "the ValidatingAdmissionPolicyBinding " + ApprovalPolicyName
 	switch {
 	case binding == nil:

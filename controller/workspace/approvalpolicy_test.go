@@ -62,9 +62,9 @@ func TestTheApprovalPolicyIsInForceOnlyWhenBoundToDenyEverywhere(t *testing.T) {
 		}, policy, "holds only for some objects"},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
-			got := approvalPolicyProblem(tc.binding(), tc.policy)
+			got := ApprovalPolicyProblem(tc.binding(), tc.policy)
 			if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {
-				t.Fatalf("approvalPolicyProblem = %q, want %q", got, tc.want)
+				t.Fatalf("ApprovalPolicyProblem = %q, want %q", got, tc.want)
 			}
 		})
 	}
