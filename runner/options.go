@@ -140,6 +140,22 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CLIConfig, runflag.CLIConfig, o.CLIConfig, "CLI configuration file of the run; replaces the one the runner writes for the provider mirror")
 }
 
+// secretSources checks the flags that say where the run's secrets are, to redact them.
+func (o Options) secretSources() []error {
+	var errs []error
+	for _, name := range o.SecretEnv {
+		if name == "" || strings.Contains(name, "=") {
+			errs = append(errs, fmt.Errorf("%s must name an environment variable; got %q", runflag.Flag(runflag.SecretEnv), name))
+		}
+	}
+	for _, f := range []struct{ name, value string }{{runflag.Credentials, o.Credentials}, {runflag.CLIConfig, o.CLIConfig}} {
+		if f.value != "" && !filepath.IsAbs(f.value) {
+			errs = append(errs, fmt.Errorf("%s must be an absolute path; got %q", runflag.Flag(f.name), f.value))
+		}
+	}
+	return errs
+}
+
 // Validate checks the options that flag parsing cannot. Every error is a *UsageError.
 func (o Options) Validate() error {
 	var errs []error
@@ -158,16 +174,7 @@ func (o Options) Validate() error {
 			bad("%s must not be empty", flag(f.name))
 		}
 	}
-	for _, name := range o.SecretEnv {
-		if name == "" || strings.Contains(name, "=") {
-			bad("%s must name an environment variable; got %q", flag(runflag.SecretEnv), name)
-		}
-	}
-	for _, f := range []struct{ name, value string }{{runflag.Credentials, o.Credentials}, {runflag.CLIConfig, o.CLIConfig}} {
-		if f.value != "" && !filepath.IsAbs(f.value) {
-			bad("%s must be an absolute path; got %q", flag(f.name), f.value)
-		}
-	}
+	errs = append(errs, o.secretSources()...)
 	if o.LockTimeout < 0 {
 		bad("%s must not be negative", flag(runflag.LockTimeout))
 	}
