@@ -43,7 +43,8 @@ type Pause struct {
 }
 
 // PauseOf reads whether obj or its Cluster API Cluster (named by its cluster-name label) is
-// paused. reader should read live: a pause must stop the next Job, not one a cache lags behind.
+// paused. Before a Job starts, reader must read live: a pause must stop the next Job, not one a
+// cache lags behind.
 func PauseOf(ctx context.Context, reader client.Reader, obj client.Object) (Pause, error) {
 	if _, ok := obj.GetAnnotations()[clusterv1.PausedAnnotation]; ok {
 		return Pause{Paused: true, Why: "the object has the annotation " + clusterv1.PausedAnnotation}, nil

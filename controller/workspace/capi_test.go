@@ -1,19 +1,24 @@
 package workspace_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/test/testenv"
 )
 
 func wantCond(t *testing.T, obj infrav1.Workspace, conditionType string, status metav1.ConditionStatus, reason string) {
@@ -73,6 +78,45 @@ func TestPauseIsReportedAndEndsWithAResume(t *testing.T) {
 	if n := len(h.jobs(jobs.KindCluster, "web")); n != 1 {
 		t.Fatalf("%d Jobs after the pause ended, want the first apply", n)
 	}
+}
+
+func TestAPauseTheCacheHasNotSeenStopsTheRun(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web")
+	var cluster clusterv1.Cluster
+	if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: tc.Namespace, Name: "web"}, &cluster); err != nil {
+		t.Fatal(err)
+	}
+	stale := cluster.DeepCopy()
+	cluster.Spec.Paused = ptr.To(true)
+	if err := h.c.Update(h.ctx, &cluster); err != nil {
+		t.Fatal(err)
+	}
+	direct, err := client.NewWithWatch(testenv.Get(t).Config, client.Options{Scheme: controller.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pass's cached reads still see the Cluster as it was before clusterctl paused it.
+	lagging := interceptor.NewClient(direct, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if into, ok := obj.(*clusterv1.Cluster); ok && key == client.ObjectKeyFromObject(stale) {
+				stale.DeepCopyInto(into)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	r := workspace.New(workspace.Reconciler{Client: lagging, APIReader: h.c, Recorder: h.recorder, Clock: h.clock, Metrics: h.r.Metrics, RunnerImage: runnerImage}, infrav1.ClusterKind)
+	for range 3 {
+		if _, err := r.Reconcile(h.ctx, requestFor(tc)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(h.jobs(jobs.KindCluster, "web")); n != 0 {
+		t.Fatalf("%d Jobs started after the Cluster was paused", n)
+	}
+	h.get(tc)
+	wantCond(t, tc, conditions.Paused, metav1.ConditionTrue, conditions.ReasonPaused)
 }
 
 func TestBlockMoveIsSetWhileAJobMayRun(t *testing.T) {

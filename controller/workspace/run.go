@@ -35,7 +35,9 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if len(p.booked) > 0 {
 		return ctrl.Result{RequeueAfter: NextPassRequeue}, nil
 	}
-	pause, err := PauseOf(ctx, p.r.APIReader, p.obj)
+	// The cached Cluster tells whether to pause; start confirms a resumed object live before
+	// the first write of a run, so a pass that starts nothing reads nothing uncached.
+	pause, err := PauseOf(ctx, p.r.Client, p.obj)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -28,6 +28,14 @@ import (
 // be created), the durable inputs (apply), the Job, its per-run Secret, then status.activeJob. A
 // repeated pass computes the same name and adopts whatever the crashed pass left.
 func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Rendered, renderable bool, interruptedApply string) (ctrl.Result, error) {
+	// A pause the cache has not seen yet must still stop the run: clusterctl move pauses the
+	// Cluster and then waits only for the Jobs it can see.
+	if pause, err := PauseOf(ctx, p.r.APIReader, p.obj); err != nil || pause.Paused {
+		if pause.Paused {
+			p.reportPause(pause)
+		}
+		return ctrl.Result{}, err
+	}
 	src, err := p.chooseSource(ctx, d, rendered, renderable)
 	if err != nil {
 		return ctrl.Result{}, err
