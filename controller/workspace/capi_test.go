@@ -3,6 +3,7 @@ package workspace_test
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -117,6 +118,53 @@ func TestAPauseTheCacheHasNotSeenStopsTheRun(t *testing.T) {
 	}
 	h.get(tc)
 	wantCond(t, tc, conditions.Paused, metav1.ConditionTrue, conditions.ReasonPaused)
+}
+
+func TestAPassThatStartsNothingReadsItsClusterFromTheCache(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.appliedCluster("web")
+	var liveClusterReads atomic.Int32
+	direct, err := client.NewWithWatch(testenv.Get(t).Config, client.Options{Scheme: controller.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := interceptor.NewClient(direct, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*clusterv1.Cluster); ok {
+				liveClusterReads.Add(1)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	// Client plays the manager's cache here; APIReader is the API server.
+	r := workspace.WithStateMemo(workspace.New(workspace.Reconciler{Client: h.c, APIReader: live, Metadata: h.c, Recorder: h.recorder, Clock: h.clock, Metrics: h.r.Metrics, RunnerImage: runnerImage}, infrav1.ClusterKind))
+	for range 2 { // the first pass remembers the state
+		if _, err := r.Reconcile(h.ctx, requestFor(tc)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	liveClusterReads.Store(0)
+	if _, err := r.Reconcile(h.ctx, requestFor(tc)); err != nil {
+		t.Fatal(err)
+	}
+	if n := liveClusterReads.Load(); n != 0 {
+		t.Fatalf("a converged pass read its Cluster live %d times", n)
+	}
+
+	h.get(tc)
+	tc.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(`{"region":"us"}`)}
+	if err := h.c.Update(h.ctx, tc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(h.ctx, requestFor(tc)); err != nil {
+		t.Fatal(err)
+	}
+	if job := h.runningJob(jobs.KindCluster, "web"); jobs.OpOf(&job) != jobs.OpApply {
+		t.Fatalf("op %s, want an apply of the new inputs", jobs.OpOf(&job))
+	}
+	if liveClusterReads.Load() == 0 {
+		t.Fatal("a Job started from a Cluster read only from the cache")
+	}
 }
 
 func TestBlockMoveIsSetWhileAJobMayRun(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
@@ -46,8 +47,9 @@ type Facts struct {
 	ExportsGuard ExportsGuard
 	ExportsHash  string
 
-	// FromCache is set when a Secret was not read live: the state came from the state memo or
-	// the durable inputs' annotations from the metadata cache. A pass reads live before it acts.
+	// FromCache is set when something was not read live: the state came from the state memo,
+	// the durable inputs' annotations from the metadata cache, or the owners from the
+	// manager's cache. A pass reads live before it acts.
 	FromCache bool
 	// StateRemembered is set when the state came from the state memo, which holds only states
 	// already backed up.
@@ -73,9 +75,20 @@ func (r *Reconciler) GatherFacts(ctx context.Context, reader client.Reader, obj 
 }
 
 // gatherFacts is GatherFacts; with useCache, a state Secret whose cached metadata shows the
-// resourceVersion the memo read is not read again, and the durable inputs' annotations come
-// from the metadata cache.
+// resourceVersion the memo read is not read again, the durable inputs' annotations come
+// from the metadata cache, and the owners and identities from the manager's cache.
 func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj infrav1.Workspace, retained []batchv1.Job, now time.Time, useCache bool) (Facts, error) {
+	if !useCache {
+		return r.gatherFactsFrom(ctx, reader, reader, obj, retained, now, false)
+	}
+	owners := ownersCached{cache: r.Client, live: reader, used: new(bool)}
+	f, err := r.gatherFactsFrom(ctx, reader, owners, obj, retained, now, true)
+	f.FromCache = f.FromCache || *owners.used
+	return f, err
+}
+
+// gatherFactsFrom is gatherFacts reading the owners and identities through owners.
+func (r *Reconciler) gatherFactsFrom(ctx context.Context, reader, owners client.Reader, obj infrav1.Workspace, retained []batchv1.Job, now time.Time, useCache bool) (Facts, error) {
 	var f Facts
 	ns, suffix := obj.GetNamespace(), jobs.StateSecretSuffix(obj.GetNamespace(), r.Kind, obj.GetName())
 	f.stateKey = types.NamespacedName{Namespace: ns, Name: state.SecretName(suffix)}
@@ -105,10 +118,10 @@ func (r *Reconciler) gatherFacts(ctx context.Context, reader client.Reader, obj 
 	if f.durable != nil {
 		durableVars = f.durable.Data[inputs.VarsFile]
 	}
-	if f.Dependencies, err = r.dependencies(ctx, reader, obj, durableVars); err != nil {
+	if f.Dependencies, err = r.dependencies(ctx, owners, obj, durableVars); err != nil {
 		return f, err
 	}
-	if f.Credentials, err = r.credentials(ctx, reader, obj, f.Durable.Annotations); err != nil {
+	if f.Credentials, err = r.credentials(ctx, owners, obj, f.Durable.Annotations); err != nil {
 		return f, err
 	}
 	if r.Kind == jobs.KindMachinePool && f.Dependencies.Ready() {
@@ -299,4 +312,28 @@ func restoreRequest(ctx context.Context, reader client.Reader, obj client.Object
 	}
 	resources, _ := strconv.Atoi(backup.Annotations[AnnotationBackupResources])
 	return &decide.Restore{Serial: serialText, BackupName: name, InputsHash: backup.Annotations[state.InputsHashAnnotation], Resources: resources}, "", nil
+}
+
+// ownersCached reads the kinds the manager watches anyway — Cluster API's Clusters, Machines
+// and MachinePools, TerraformClusters and identities — from its cache, and everything else
+// (Secrets, ConfigMaps, Namespaces) live. Lists stay live: a deletion never waits on a stale one.
+type ownersCached struct {
+	cache, live client.Reader
+	// used is set once the cache served a read.
+	used *bool
+}
+
+// Get implements client.Reader.
+func (o ownersCached) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	switch obj.(type) {
+	case *clusterv1.Cluster, *clusterv1.Machine, *clusterv1.MachinePool, *infrav1.TerraformCluster, *infrav1.TerraformClusterIdentity:
+		*o.used = true
+		return o.cache.Get(ctx, key, obj, opts...)
+	}
+	return o.live.Get(ctx, key, obj, opts...)
+}
+
+// List implements client.Reader.
+func (o ownersCached) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return o.live.List(ctx, list, opts...)
 }
