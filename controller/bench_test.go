@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,6 +36,7 @@ import (
 	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/contract"
 	"github.com/captf/captf/controller/inputs"
+	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/capitest"
@@ -128,7 +131,12 @@ func (w *jobWatch) reset() {
 func watchJobs(ctx context.Context, b *testing.B, cfg *rest.Config, ns string) *jobWatch {
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	w := &jobWatch{seen: map[string]time.Time{}}
-	watcher, err := cs.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{LabelSelector: jobs.LabelManaged + "=" + jobs.ManagedValue})
+	// From now on: the retained Jobs already there are not new ones.
+	now, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	watcher, err := cs.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{LabelSelector: jobs.LabelManaged + "=" + jobs.ManagedValue, ResourceVersion: now.ResourceVersion})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -180,18 +188,34 @@ func parallel(n int, fn func(i int) error) error {
 	return nil
 }
 
-func heapInUse() uint64 {
+// heapInUse returns the heap in use after a collection. With CAPTF_BENCH_HEAPPROFILE set to a
+// directory it also writes the heap profile there as <at>.pprof, to see what the figure holds.
+func heapInUse(b *testing.B, at string) uint64 {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
+	if dir := os.Getenv("CAPTF_BENCH_HEAPPROFILE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, at+".pprof"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			b.Fatal(err)
+		}
+	}
 	return m.HeapInuse
 }
 
-// BenchmarkController measures the manager on the real API server with many converged objects:
-// the API traffic of a pass over all of them, the latency from one spec change to its Job, the
-// time to start a Job for every object at once against a plain client doing the same writes,
-// and the heap held per object and per retained Job.
+// BenchmarkController measures the manager on the real API server with many converged objects,
+// each with a history of retainedPerObject finished Jobs: the API traffic of a pass over all of
+// them, the latency from one spec change to its Job, the time to start a Job for every object at
+// once against a plain client doing the same writes, and the heap held per object, per retained
+// Job and per started run.
 func BenchmarkController(b *testing.B) {
+	if os.Getenv("CAPTF_BENCH_HEAPPROFILE") != "" {
+		runtime.MemProfileRate = 1 // every allocation, so that the profiles add up to the figures
+	}
 	env := testenv.Get(b)
 	ctrl.SetLogger(logr.Discard())
 	n := benchObjects()
@@ -250,12 +274,16 @@ func BenchmarkController(b *testing.B) {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = 500, 1000
 	cfg.Wrap(counter.wrap)
-	heapBefore := heapInUse()
+	heapBefore := heapInUse(b, "before")
 	mgr, err := ctrl.NewManager(cfg, controller.ManagerOptions(ctrl.Options{Scheme: controller.NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}}))
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := controller.Setup(mgr, controller.Options{RunnerImage: "captf/manager:bench", Registry: prometheus.NewRegistry()}); err != nil {
+	jobCache, err := controller.NewJobCache(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := controller.Setup(mgr, controller.Options{RunnerImage: "captf/manager:bench", Registry: prometheus.NewRegistry(), Jobs: jobCache}); err != nil {
 		b.Fatal(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()
@@ -284,7 +312,10 @@ func BenchmarkController(b *testing.B) {
 		b.Fatal(err)
 	}
 	quiet()
-	heapObjects := heapInUse()
+	heapObjects := heapInUse(b, "objects")
+	retain(ctx, b, admin, jobCache, ns, n, name, func(i int) (string, error) { return renderedHash(i, "0") })
+	quiet()
+	heapRetained := heapInUse(b, "retained")
 	watch := watchJobs(ctx, b, env.Config, ns)
 
 	b.Run(fmt.Sprintf("resync-pass-%d-converged", n), func(b *testing.B) {
@@ -371,10 +402,133 @@ func BenchmarkController(b *testing.B) {
 		}
 	})
 	b.Run("memory", func(b *testing.B) {
-		heapJobs := heapInUse()
+		heapRuns := heapInUse(b, "runs")
 		b.ReportMetric(float64(int64(heapObjects)-int64(heapBefore))/float64(n), "heap-B/object")
-		b.ReportMetric(float64(int64(heapJobs)-int64(heapObjects))/float64(max(len(busy), 1)), "heap-B/job")
+		b.ReportMetric(float64(int64(heapRetained)-int64(heapObjects))/float64(n*retainedPerObject), "heap-B/retained-job")
+		// A started run adds its Job and, while it runs, its per-run Secret.
+		b.ReportMetric(float64(int64(heapRuns)-int64(heapRetained))/float64(max(len(busy), 1)), "heap-B/started-run")
 	})
+}
+
+// retainedPerObject is the finished history each benchmark object keeps: within the default
+// limits of 3 successes and 3 failures per op, a busy object's applies, drift checks and
+// refreshes.
+const retainedPerObject = 10
+
+// retainedHistory is that history, oldest first per op.
+var retainedHistory = []struct {
+	op      jobs.Op
+	attempt int32
+	outcome jobs.Outcome
+}{
+	{jobs.OpApply, 1, jobs.OutcomeSucceeded},
+	{jobs.OpApply, 2, jobs.OutcomeFailed},
+	{jobs.OpApply, 3, jobs.OutcomeFailed},
+	{jobs.OpApply, 4, jobs.OutcomeSucceeded},
+	{jobs.OpDrift, 1, jobs.OutcomeSucceeded},
+	{jobs.OpDrift, 2, jobs.OutcomeFailed},
+	{jobs.OpDrift, 3, jobs.OutcomeSucceeded},
+	{jobs.OpRefresh, 1, jobs.OutcomeSucceeded},
+	{jobs.OpRefresh, 2, jobs.OutcomeSucceeded},
+	{jobs.OpRefresh, 3, jobs.OutcomeSucceeded},
+}
+
+// retain gives each of the n objects its retainedHistory as the controller leaves it: Jobs built
+// by jobspec with their pod templates, finished as the Job controller finishes them, bookkept,
+// with their result summaries. It returns once the manager's cache holds them all.
+func retain(ctx context.Context, b *testing.B, c client.Client, cached *controller.JobCache, ns string, n int, name func(int) string, inputsHash func(int) (string, error)) {
+	errText := strings.Repeat("Error: creating resource: the provider said no. ", 6)
+	if err := parallel(n, func(i int) error {
+		var tc infrav1.TerraformCluster
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, &tc); err != nil {
+			return err
+		}
+		hash, err := inputsHash(i)
+		if err != nil {
+			return err
+		}
+		owner := metav1.NewControllerRef(&tc, infrav1.GroupVersion.WithKind(infrav1.ClusterKind.Kind))
+		for _, h := range retainedHistory {
+			in := jobs.NameInputs{Kind: jobs.KindCluster, Name: tc.Name, Op: h.op, Attempt: h.attempt}
+			if h.op == jobs.OpApply {
+				in.InputsHash = hash
+			} else {
+				in.Tick = strconv.Itoa(int(h.attempt))
+			}
+			jobName, err := jobs.JobName(in)
+			if err != nil {
+				return err
+			}
+			job := jobspec.Build(jobspec.Params{
+				Kind: jobs.KindCluster, Namespace: ns, ObjectName: tc.Name, ClusterName: tc.Name, Owner: *owner,
+				Name: jobName, Op: h.op, Attempt: h.attempt, InputsHash: hash,
+				Source: tc.Spec.Source, RunnerImage: "captf/manager:bench",
+				StateSuffix: jobs.StateSecretSuffix(ns, jobs.KindCluster, tc.Name),
+			})
+			summary := jobs.Summary{Outcome: h.outcome}
+			switch {
+			case h.outcome == jobs.OutcomeFailed:
+				summary.Error = &jobs.ErrorSummary{Kind: jobs.ErrorKindStep, Step: string(h.op), Summary: errText}
+			case h.op == jobs.OpDrift:
+				summary.Drift = &jobs.DriftSummary{}
+			default:
+				summary.Changes = &jobs.Changes{Add: 1, Change: 2}
+			}
+			result, err := jobs.EncodeSummary(summary)
+			if err != nil {
+				return err
+			}
+			job.Annotations[jobs.AnnotationResult] = result
+			job.Annotations[jobs.AnnotationBookkept] = "true"
+			if err := c.Create(ctx, job); err != nil {
+				return err
+			}
+			finished(job, h.outcome)
+			if err := c.Status().Update(ctx, job); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+		if cached.Len() < n*retainedPerObject {
+			return false, nil
+		}
+		// Created first, finished next: the last object's newest Job shows when all have ended.
+		list, err := cached.OwnerJobs(ns, jobs.KindCluster, name(n-1))
+		if err != nil {
+			return false, err
+		}
+		done := 0
+		for i := range list {
+			if jobs.FinishCondition(&list[i]) != nil {
+				done++
+			}
+		}
+		return done == retainedPerObject, nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// finished sets the status the Job controller gives a Job that ended with outcome.
+func finished(job *batchv1.Job, outcome jobs.Outcome) {
+	now := metav1.Now()
+	start := job.CreationTimestamp
+	job.Status.StartTime = &start
+	cond := func(t batchv1.JobConditionType, reason string) batchv1.JobCondition {
+		return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: reason, LastTransitionTime: now, LastProbeTime: now}
+	}
+	if outcome == jobs.OutcomeSucceeded {
+		job.Status.Succeeded = 1
+		job.Status.CompletionTime = &now
+		job.Status.Conditions = []batchv1.JobCondition{cond(batchv1.JobSuccessCriteriaMet, "CompletionsReached"), cond(batchv1.JobComplete, "CompletionsReached")}
+		return
+	}
+	job.Status.Failed = 1
+	job.Status.Conditions = []batchv1.JobCondition{cond(batchv1.JobFailureTarget, batchv1.JobReasonBackoffLimitExceeded), cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)}
 }
 
 // plainWrites issues the writes of starting n runs from a plain client, 16 at a time: the Lease,

@@ -1,8 +1,21 @@
 package controller
 
 import (
+	"context"
+	"errors"
+	"fmt"
+
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/captf/captf/jobs"
 )
@@ -47,4 +60,166 @@ func SlimJob(in any) (any, error) {
 		slim.Status.Conditions = []batchv1.JobCondition{*c}
 	}
 	return slim, nil
+}
+
+// CachedJob is a managed Job as the JobCache holds it: what SlimJob keeps, in a type a fifth the
+// size of a Job (a batchv1.Job is 1.3 KB before anything is set, most of it the pod template's
+// fields).
+type CachedJob struct {
+	metav1.ObjectMeta
+	startTime, completionTime *metav1.Time
+	// finish is the finish condition, nil while the Job runs.
+	finish *batchv1.JobCondition
+}
+
+var _ client.Object = &CachedJob{}
+
+// CachedJobOf is what the JobCache holds of job.
+func CachedJobOf(job *batchv1.Job) *CachedJob {
+	slim, _ := SlimJob(job)
+	s := slim.(*batchv1.Job)
+	c := &CachedJob{ObjectMeta: s.ObjectMeta, startTime: s.Status.StartTime, completionTime: s.Status.CompletionTime}
+	if len(s.Status.Conditions) > 0 {
+		c.finish = &s.Status.Conditions[0]
+	}
+	return c
+}
+
+// Job returns the Job SlimJob would have kept, sharing nothing with c.
+func (c *CachedJob) Job() batchv1.Job {
+	job := batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"}}
+	c.ObjectMeta.DeepCopyInto(&job.ObjectMeta)
+	job.Status.StartTime = c.startTime.DeepCopy()
+	job.Status.CompletionTime = c.completionTime.DeepCopy()
+	if c.finish != nil {
+		job.Status.Conditions = []batchv1.JobCondition{*c.finish.DeepCopy()}
+	}
+	return job
+}
+
+// finished reports whether the Job has ended, as jobs.OutcomeOf(...).Finished() would.
+func (c *CachedJob) finished() bool { return c.finish != nil }
+
+// GetObjectKind implements runtime.Object.
+func (c *CachedJob) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object.
+func (c *CachedJob) DeepCopyObject() runtime.Object {
+	out := &CachedJob{startTime: c.startTime.DeepCopy(), completionTime: c.completionTime.DeepCopy(), finish: c.finish.DeepCopy()}
+	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	return out
+}
+
+// JobCache is the controller's cache of managed Jobs. The manager's cache would hold each as a
+// batchv1.Job; this one holds CachedJobs, indexed by their owner labels, and feeds the
+// reconcilers' watches of their Jobs. It is a manager runnable.
+type JobCache struct {
+	informer toolscache.SharedIndexInformer
+}
+
+// byOwner indexes the cached Jobs by namespace, owner kind and owner name labels.
+const byOwner = "captf.owner"
+
+func ownerKey(namespace string, kind jobs.Kind, name string) string {
+	return namespace + "/" + string(kind) + "/" + jobs.LabelValue(name)
+}
+
+// NewJobCache returns the cache of the Jobs labelled captf.io/managed=true that cfg can list.
+// Setup adds it to the manager, which starts it.
+func NewJobCache(cfg *rest.Config) (*JobCache, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("making the Job cache's client: %w", err)
+	}
+	managed := jobs.LabelManaged + "=" + jobs.ManagedValue
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = managed
+			return cs.BatchV1().Jobs(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = managed
+			return cs.BatchV1().Jobs(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}
+	informer := toolscache.NewSharedIndexInformer(lw, &batchv1.Job{}, 0, toolscache.Indexers{byOwner: func(obj any) ([]string, error) {
+		c, ok := obj.(*CachedJob)
+		if !ok {
+			return nil, nil
+		}
+		return []string{c.Namespace + "/" + c.Labels[jobs.LabelOwnerKind] + "/" + c.Labels[jobs.LabelOwnerName]}, nil
+	}})
+	if err := informer.SetTransform(func(obj any) (any, error) {
+		if job, ok := obj.(*batchv1.Job); ok {
+			return CachedJobOf(job), nil
+		}
+		return obj, nil // a tombstone
+	}); err != nil {
+		return nil, fmt.Errorf("setting the Job cache's transform: %w", err)
+	}
+	return &JobCache{informer: informer}, nil
+}
+
+// Start runs the cache until ctx ends.
+func (c *JobCache) Start(ctx context.Context) error {
+	c.informer.RunWithContext(ctx)
+	return nil
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: like the manager's cache, the
+// Job cache fills on every replica.
+func (c *JobCache) NeedLeaderElection() bool { return false }
+
+// ErrJobCacheNotSynced is returned by reads before the cache has listed the Jobs: an empty list
+// then would mean "no Jobs" and repeat attempts already made.
+var ErrJobCacheNotSynced = errors.New("the Job cache has not listed the Jobs yet")
+
+// OwnerJobs returns the cached Jobs labelled as runs of the named object, as Jobs.
+func (c *JobCache) OwnerJobs(namespace string, kind jobs.Kind, name string) ([]batchv1.Job, error) {
+	if !c.informer.HasSynced() {
+		return nil, ErrJobCacheNotSynced
+	}
+	objs, err := c.informer.GetIndexer().ByIndex(byOwner, ownerKey(namespace, kind, name))
+	if err != nil {
+		return nil, fmt.Errorf("reading the Job cache: %w", err)
+	}
+	out := make([]batchv1.Job, 0, len(objs))
+	for _, o := range objs {
+		if cj, ok := o.(*CachedJob); ok {
+			out = append(out, cj.Job())
+		}
+	}
+	return out, nil
+}
+
+// Len is how many Jobs the cache holds.
+func (c *JobCache) Len() int { return len(c.informer.GetStore().ListKeys()) }
+
+// each calls fn with every cached Job, which fn must not change.
+func (c *JobCache) each(fn func(*CachedJob)) {
+	for _, o := range c.informer.GetStore().List() {
+		if cj, ok := o.(*CachedJob); ok {
+			fn(cj)
+		}
+	}
+}
+
+// Source is the watch of the cached Jobs for a controller, with h mapping a Job to requests. The
+// controller waits for the cache to have listed the Jobs before it starts.
+func (c *JobCache) Source(h handler.EventHandler) source.Source {
+	return &jobSource{Informer: source.Informer{Informer: c.informer, Handler: h}, synced: c.informer.HasSynced}
+}
+
+// jobSource is a source.Informer the controller waits for.
+type jobSource struct {
+	source.Informer
+	synced func() bool
+}
+
+// WaitForSync implements source.SyncingSource.
+func (s jobSource) WaitForSync(ctx context.Context) error {
+	if !toolscache.WaitForCacheSync(ctx.Done(), s.synced) {
+		return fmt.Errorf("waiting for the Job cache: %w", ErrJobCacheNotSynced)
+	}
+	return nil
 }

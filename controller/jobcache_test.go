@@ -147,6 +147,37 @@ func TestSlimJobDropsWhatIsNeverRead(t *testing.T) {
 	}
 }
 
+func TestTheJobCacheGivesBackWhatSlimJobKeeps(t *testing.T) {
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	driftFound, err := jobs.EncodeSummary(jobs.Summary{Outcome: jobs.OutcomeSucceeded, Drift: &jobs.DriftSummary{Detected: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, full := range []batchv1.Job{
+		fullJob(jobstest.Builder{Op: jobs.OpApply, Attempt: 1, Outcome: jobs.OutcomeRunning, Created: created}, nil),
+		fullJob(jobstest.Builder{Op: jobs.OpApply, Attempt: 2, Outcome: jobs.OutcomeSucceeded, Created: created}, map[string]string{jobs.AnnotationInputsHash: "h1:abc"}),
+		fullJob(jobstest.Builder{Op: jobs.OpApply, Attempt: 3, Outcome: jobs.OutcomeDeadlineExceeded, Created: created}, nil),
+		fullJob(jobstest.Builder{Op: jobs.OpDrift, Attempt: 1, Outcome: jobs.OutcomeSucceeded, Created: created}, map[string]string{jobs.AnnotationResult: driftFound}),
+	} {
+		want := slim(t, full)
+		want.TypeMeta = metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}
+		cached := controller.CachedJobOf(&full)
+		got := cached.Job()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the cache gives back\n%+v\nSlimJob keeps\n%+v", full.Name, got, want)
+		}
+		// What a reader gets is its own: changing it leaves the cache as it was.
+		got.Labels[jobs.LabelOp] = "changed"
+		if again := cached.Job(); !reflect.DeepEqual(again, want) {
+			t.Errorf("%s: a change to a Job read from the cache reached the cache", full.Name)
+		}
+		cp := cached.DeepCopyObject().(*controller.CachedJob)
+		if !reflect.DeepEqual(cp.Job(), want) {
+			t.Errorf("%s: the deep copy differs", full.Name)
+		}
+	}
+}
+
 func names(list []*batchv1.Job) []string {
 	var out []string
 	for _, j := range list {

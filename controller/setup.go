@@ -45,6 +45,8 @@ type Options struct {
 	// UnguardedApprovals acts on approval annotations without reading whether the approval
 	// policy keeps them to the runs API server (--require-approval-policy=false).
 	UnguardedApprovals bool
+	// Jobs is the cache of managed Jobs; nil: Setup makes one and adds it to the manager.
+	Jobs *JobCache
 }
 
 // NewScheme returns a scheme with the kinds the controller reads and writes.
@@ -52,18 +54,19 @@ func NewScheme() *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(infrav1.AddToScheme(scheme))
-	// Cluster API's Cluster is read (never cached) for its spec.paused.
+	// Cluster API's Clusters, Machines and MachinePools own the objects and wake them.
 	utilruntime.Must(clusterv1.AddToScheme(scheme))
 	return scheme
 }
 
-// ManagerOptions returns the cache and client settings the reconcilers rely on: only managed
-// Jobs are cached, and Secrets, Leases and Pods are always read from the API server, so a
-// decision never rests on a stale Secret or Lease and the cache holds no Secret data.
+// ManagerOptions returns the cache and client settings the reconcilers rely on: Secrets,
+// Leases and Pods are always read from the API server, so a decision never rests on a stale
+// Secret or Lease and the cache holds no Secret data; of the managed Secrets and Leases only the
+// metadata is cached.
 func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	managed := labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue})
-	// A cached Job keeps only what the run model reads (SlimJob): the pod template alone is most
-	// of a Job's size.
+	// The reconcilers read and watch Jobs through their own JobCache, never through the
+	// manager's; should anything list Jobs here, it gets managed ones slimmed all the same.
 	opts.Cache.ByObject = map[client.Object]cache.ByObject{&batchv1.Job{}: {Label: managed, Transform: SlimJob}}
 	// Metadata only, so no Secret data is cached: the state Secrets and their lock Leases
 	// (labelled through the backend's labels setting), durable inputs, plan keys, backups,
@@ -102,7 +105,17 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("preparing the metadata cache of %s: %w", gvk.Kind, err)
 		}
 	}
-	m, err := metrics.New(opts.Registry, activeJobs(mgr))
+	jobCache := opts.Jobs
+	if jobCache == nil {
+		var err error
+		if jobCache, err = NewJobCache(mgr.GetConfig()); err != nil {
+			return err
+		}
+	}
+	if err := mgr.Add(jobCache); err != nil {
+		return fmt.Errorf("adding the Job cache: %w", err)
+	}
+	m, err := metrics.New(opts.Registry, activeJobs(jobCache))
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
@@ -112,6 +125,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	base := workspace.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
+		Jobs:      jobCache,
 		// The client bypasses the cache for Secrets, metadata included; the cache itself serves
 		// the metadata.
 		Metadata:    mgr.GetCache(),

@@ -140,7 +140,7 @@ func (r *Reconciler) releaseExternallyManaged(ctx context.Context, obj infrav1.W
 	if obj.GetDeletionTimestamp().IsZero() || !controllerutil.ContainsFinalizer(obj, finalizer) {
 		return ctrl.Result{}, nil
 	}
-	own, err := r.OwnJobs(ctx, r.Client, obj)
+	own, err := r.ownJobs(ctx, obj)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

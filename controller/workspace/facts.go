@@ -271,14 +271,31 @@ func (r *Reconciler) OwnJobs(ctx context.Context, reader client.Reader, obj clie
 	if err := reader.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels(jobs.OwnerLabels(r.Kind, obj.GetName()))); err != nil {
 		return nil, fmt.Errorf("listing Jobs: %w", err)
 	}
+	return ownRuns(list.Items, obj), nil
+}
+
+// ownJobs lists obj's retained Jobs from the Job cache, or through Client without one.
+func (r *Reconciler) ownJobs(ctx context.Context, obj client.Object) ([]batchv1.Job, error) {
+	if r.Jobs == nil {
+		return r.OwnJobs(ctx, r.Client, obj)
+	}
+	labelled, err := r.Jobs.OwnerJobs(obj.GetNamespace(), r.Kind, obj.GetName())
+	if err != nil {
+		return nil, fmt.Errorf("listing Jobs: %w", err)
+	}
+	return ownRuns(labelled, obj), nil
+}
+
+// ownRuns keeps the Jobs of labelled whose controller reference is obj and whose op is known.
+func ownRuns(labelled []batchv1.Job, obj client.Object) []batchv1.Job {
 	var own []batchv1.Job
-	for _, j := range list.Items {
+	for _, j := range labelled {
 		// A Job without a known op was not made by the controller, whatever its owner says.
 		if OwnedBy(&j, obj) && jobs.OpOf(&j) != "" {
 			own = append(own, j)
 		}
 	}
-	return own, nil
+	return own
 }
 
 // OwnedBy reports whether obj is the controller of the Job (or any object).

@@ -391,8 +391,8 @@ func TestAPassFromAStaleObjectWritesNothingOverANewerOne(t *testing.T) {
 	}
 	lagging := interceptor.NewClient(direct, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if key == client.ObjectKeyFromObject(stale) {
-				stale.DeepCopyInto(obj.(*infrav1.TerraformCluster))
+			if into, ok := obj.(*infrav1.TerraformCluster); ok && key == client.ObjectKeyFromObject(stale) {
+				stale.DeepCopyInto(into)
 				return nil
 			}
 			return c.Get(ctx, key, obj, opts...)

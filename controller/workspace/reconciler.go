@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/metrics"
@@ -56,12 +57,15 @@ func AgainAtOnce(res ctrl.Result) bool { return res.RequeueAfter == NextPassRequ
 // PausedAnnotation pauses an object, as in Cluster API.
 const PausedAnnotation = clusterv1.PausedAnnotation
 
-// Reconciler reconciles one kind. Client must read Jobs and the kind from the cache and Secrets,
+// Reconciler reconciles one kind. Client must read the kind from the cache and Secrets,
 // Leases and Pods from the API server (the manager disables the cache for those); APIReader
 // always reads from the API server.
 type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
+	// Jobs, when set, is where the objects' Jobs are read from and watched; nil: Client reads
+	// them and the controller watches them through the manager's cache.
+	Jobs JobCache
 	// Metadata reads the metadata of managed Secrets, Leases, ServiceAccounts and RoleBindings
 	// (label captf.io/managed) from the manager's cache. With it a pass that changes nothing
 	// reads no Secret: it takes the state from a memo while the state Secret's resourceVersion is
@@ -85,6 +89,14 @@ type Reconciler struct {
 
 	// states remembers the state reads; SetupWithManager creates it.
 	states *stateMemo
+}
+
+// JobCache holds the managed Jobs apart from the manager's cache (controller.JobCache).
+type JobCache interface {
+	// OwnerJobs returns the Jobs labelled as runs of the named object.
+	OwnerJobs(namespace string, kind jobs.Kind, name string) ([]batchv1.Job, error)
+	// Source watches the Jobs, mapping each change to requests with h.
+	Source(h handler.EventHandler) source.Source
 }
 
 // New returns the reconciler of one kind, built on base.
@@ -297,7 +309,7 @@ func (p *pass) event(related *batchv1.Job, eventType, reason, note string, args 
 }
 
 func (p *pass) listJobs(ctx context.Context) error {
-	own, err := p.r.OwnJobs(ctx, p.r.Client, p.obj)
+	own, err := p.r.ownJobs(ctx, p.obj)
 	p.jobs = own
 	return err
 }
@@ -326,8 +338,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(string(r.Kind))).
 		For(r.KindInfo.New()).
-		Owns(&batchv1.Job{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+	if r.Jobs != nil {
+		b = b.WatchesRawSource(r.Jobs.Source(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), r.KindInfo.New(), handler.OnlyControllerOwner())))
+	} else {
+		b = b.Owns(&batchv1.Job{})
+	}
 	// Cluster API's objects wake the objects they own: a Cluster those of its cluster, a Machine
 	// or MachinePool the object its infrastructure reference names.
 	b = b.Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterMembers))
