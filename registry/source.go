@@ -57,6 +57,9 @@ type Source struct {
 	// synced is set once every informer has synced; events of the initial lists are not
 	// published.
 	synced atomic.Bool
+	// catchUpWait is how long a paged list waits for a resourceVersion the Source has not
+	// reached; tests shorten it.
+	catchUpWait time.Duration
 }
 
 // newSource returns a Source over the given stores.
@@ -64,7 +67,7 @@ func newSource(jobStore *jobStore, owners map[jobs.Kind]cache.Indexer, now func(
 	if now == nil {
 		now = time.Now
 	}
-	s := &Source{jobs: jobStore, owners: owners, now: now, memo: newJobMemo()}
+	s := &Source{jobs: jobStore, owners: owners, now: now, memo: newJobMemo(), catchUpWait: catchUpWait}
 	s.runHub = newHub(func() runtime.Object { return &runs.Run{} }, runFieldSet, now)
 	s.planHub = newHub(func() runtime.Object { return &runs.Plan{} }, planFieldSet, now)
 	return s
