@@ -2,8 +2,8 @@ package registry
 
 import (
 	"cmp"
-	"math"
 	"slices"
+	"sort"
 	"strings"
 )
 
@@ -12,6 +12,11 @@ import (
 // seconds, and even a busy install changes a few Jobs a second. A change costs 48 bytes and
 // keeps the record it replaced alive, some 300 bytes.
 const changeHistory = 4096
+
+// indexStaleness is how many changes the sorted key index may lag behind the store before a
+// page rebuilds it. A page applies the changes since the index from the log, which costs a
+// little per change; a rebuild sorts every record.
+const indexStaleness = 1024
 
 // jobChange is one change of the store: the Job's key, its record before the change (nil when
 // the change added it) and the resourceVersion of the change.
@@ -28,6 +33,8 @@ type changeLog struct {
 	ring []jobChange
 	// next is the index of the oldest change once the ring is full, where the next one goes.
 	next int
+	// total counts the changes ever added; the newest is number total.
+	total uint64
 	// floor is the highest resourceVersion of a change dropped from the ring: the log can undo
 	// back to any version at or after it.
 	floor uint64
@@ -35,6 +42,7 @@ type changeLog struct {
 
 // add appends c, dropping the oldest change when the ring is full.
 func (l *changeLog) add(c jobChange) {
+	l.total++
 	if len(l.ring) < changeHistory {
 		l.ring = append(l.ring, c)
 		return
@@ -66,9 +74,53 @@ func (l *changeLog) undo(rv uint64) map[jobKey]*jobRecord {
 	return out
 }
 
+// since calls f with the key of every change numbered after seq, which must still be kept:
+// seq is at most changeHistory changes old.
+func (l *changeLog) since(seq uint64, f func(jobKey)) {
+	for i := len(l.ring) - int(l.total-seq); i < len(l.ring); i++ {
+		f(l.ring[(l.next+i)%len(l.ring)].key)
+	}
+}
+
 // compareKeys orders Job keys by namespace, then name: the order of lists.
 func compareKeys(a, b jobKey) int {
 	return cmp.Or(strings.Compare(a.namespace, b.namespace), strings.Compare(a.name, b.name))
+}
+
+// keyIndex is the store's records sorted by key as they were after change number seq: a shared,
+// read-only order that a page enters at the key it continues after, instead of sorting the
+// store. The changes since seq are applied to it from the log.
+type keyIndex struct {
+	records []*jobRecord
+	seq     uint64
+}
+
+// keyIndexLocked returns the index, rebuilt when the changes since it are more than
+// indexStaleness. The caller holds the store's read lock, which keeps writers out while it
+// sorts; indexMu keeps two readers from sorting at once.
+func (s *jobStore) keyIndexLocked() *keyIndex {
+	s.indexMu.Lock()
+	defer s.indexMu.Unlock()
+	if idx := s.index; idx != nil && s.changes.total-idx.seq <= indexStaleness {
+		return idx
+	}
+	all := make([]keyed, 0, len(s.byName))
+	for k, r := range s.byName {
+		all = append(all, keyed{key: k, r: r})
+	}
+	slices.SortFunc(all, func(a, b keyed) int { return compareKeys(a.key, b.key) })
+	idx := &keyIndex{records: make([]*jobRecord, len(all)), seq: s.changes.total}
+	for i, e := range all {
+		idx.records[i] = e.r
+	}
+	s.index = idx
+	return idx
+}
+
+// keyed is a record with its key.
+type keyed struct {
+	key jobKey
+	r   *jobRecord
 }
 
 // snapshot is the store at a resourceVersion: its current records with the newer changes
@@ -98,34 +150,6 @@ func (s *jobStore) snapshotLocked(rv uint64) (snapshot, bool) {
 	return sn, true
 }
 
-// each calls f with every record of the snapshot in namespace ("" for all), in no order.
-func (sn snapshot) each(namespace string, f func(*jobRecord)) {
-	visit := func(r *jobRecord) {
-		if _, changed := sn.undo[keyOf(r)]; !changed {
-			f(r)
-		}
-	}
-	if namespace == "" {
-		for _, r := range sn.store.byName {
-			visit(r)
-		}
-	} else {
-		prefix := namespace + "/"
-		for key, list := range sn.store.byOwner {
-			if strings.HasPrefix(key, prefix) {
-				for _, r := range list {
-					visit(r)
-				}
-			}
-		}
-	}
-	for _, r := range sn.undo {
-		if r != nil && (namespace == "" || r.namespace() == namespace) {
-			f(r)
-		}
-	}
-}
-
 // siblings returns the snapshot's records of the object with ownerKey.
 func (sn snapshot) siblings(ownerKey string) []*jobRecord {
 	list := sn.store.byOwner[ownerKey]
@@ -138,6 +162,70 @@ func (sn snapshot) siblings(ownerKey string) []*jobRecord {
 	return append(out, sn.undoneByOwner[ownerKey]...)
 }
 
+// ordered walks the snapshot's records in key order: the index's, but those whose key has
+// another record at the snapshot (changed since the snapshot or since the index), merged
+// with those records.
+type ordered struct {
+	index []*jobRecord
+	i     int
+	// over holds the record at the snapshot of each key whose index entry is not it; nil
+	// when the Job did not exist then.
+	over map[jobKey]*jobRecord
+	// extra is over's records, sorted, from j on.
+	extra []keyed
+	j     int
+}
+
+// orderedLocked returns the walk of sn from the first key after after, with idx the store's
+// index. The caller holds the store's read lock.
+func (sn snapshot) orderedLocked(idx *keyIndex, after jobKey) ordered {
+	w := ordered{index: idx.records}
+	if len(sn.undo) > 0 || sn.store.changes.total > idx.seq {
+		w.over = make(map[jobKey]*jobRecord, len(sn.undo))
+		for k, r := range sn.undo {
+			w.over[k] = r
+		}
+		// A Job changed since the index but not since the snapshot is at the snapshot as it
+		// is now. The index is within indexStaleness changes, so the log has them all.
+		sn.store.changes.since(idx.seq, func(k jobKey) {
+			if _, ok := w.over[k]; !ok {
+				w.over[k] = sn.store.byName[k]
+			}
+		})
+		for k, r := range w.over {
+			if r != nil && compareKeys(k, after) > 0 {
+				w.extra = append(w.extra, keyed{key: k, r: r})
+			}
+		}
+		slices.SortFunc(w.extra, func(a, b keyed) int { return compareKeys(a.key, b.key) })
+	}
+	w.i = sort.Search(len(w.index), func(i int) bool { return compareKeys(keyOf(w.index[i]), after) > 0 })
+	return w
+}
+
+// next returns the next record of the walk and its key; false at the end.
+func (w *ordered) next() (keyed, bool) {
+	var fromIndex keyed
+	for w.i < len(w.index) {
+		r := w.index[w.i]
+		k := keyOf(r)
+		if _, changed := w.over[k]; !changed {
+			fromIndex = keyed{key: k, r: r}
+			break
+		}
+		w.i++
+	}
+	switch {
+	case fromIndex.r == nil && w.j == len(w.extra):
+		return keyed{}, false
+	case fromIndex.r == nil || w.j < len(w.extra) && compareKeys(w.extra[w.j].key, fromIndex.key) < 0:
+		w.j++
+		return w.extra[w.j-1], true
+	}
+	w.i++
+	return fromIndex, true
+}
+
 // batch is the records of one step of a page, sorted by key, with the snapshot's records of
 // their objects.
 type batch struct {
@@ -148,9 +236,9 @@ type batch struct {
 }
 
 // batchAt returns the first n records after the key after (the zero key for the first) of the
-// store at rv that keep selects; false when the store's log no longer reaches rv. It holds the
-// store's read lock for one pass over the records and keeps n of them at most twice: the
-// records, not a copy of the list, are the page's.
+// store at rv in namespace ("" for all) that keep selects; false when the store's log no
+// longer reaches rv. It walks the shared key index from after, so that a page costs what it
+// returns and what it reads past, not the whole store, and it copies no list.
 func (s *jobStore) batchAt(rv uint64, namespace string, after jobKey, n int, keep func(*jobRecord) bool) (batch, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -158,60 +246,29 @@ func (s *jobStore) batchAt(rv uint64, namespace string, after jobKey, n int, kee
 	if !ok {
 		return batch{}, false
 	}
-	first := firstAfter{after: after, n: n, keep: keep}
-	sn.each(namespace, first.offer)
-	b := batch{records: first.result(), more: first.seen > n, siblings: map[string][]*jobRecord{}}
+	if namespace != "" && compareKeys(after, jobKey{namespace: namespace}) < 0 {
+		after = jobKey{namespace: namespace}
+	}
+	w := sn.orderedLocked(s.keyIndexLocked(), after)
+	b := batch{siblings: map[string][]*jobRecord{}}
+	for {
+		e, ok := w.next()
+		if !ok || namespace != "" && e.key.namespace != namespace {
+			break
+		}
+		if !keep(e.r) {
+			continue
+		}
+		if len(b.records) == n {
+			b.more = true
+			break
+		}
+		b.records = append(b.records, e.r)
+	}
 	for _, r := range b.records {
 		if key := r.ownerKey(); b.siblings[key] == nil {
 			b.siblings[key] = sn.siblings(key)
 		}
 	}
 	return b, true
-}
-
-// firstAfter keeps the n smallest keys after a key among the records offered, in a buffer of
-// at most 2n that is sorted and cut to n when full.
-type firstAfter struct {
-	after jobKey
-	n     int
-	keep  func(*jobRecord) bool
-
-	buf []*jobRecord
-	// bound, once set, is the largest key kept: a larger one cannot be among the first n.
-	bound    jobKey
-	hasBound bool
-	// seen counts the records after the key that keep selects.
-	seen int
-}
-
-func (f *firstAfter) offer(r *jobRecord) {
-	k := keyOf(r)
-	if compareKeys(k, f.after) <= 0 || !f.keep(r) {
-		return
-	}
-	f.seen++
-	if f.hasBound && compareKeys(k, f.bound) >= 0 {
-		return
-	}
-	f.buf = append(f.buf, r)
-	if f.n <= math.MaxInt/2 && len(f.buf) >= 2*f.n {
-		f.cut()
-	}
-}
-
-func (f *firstAfter) cut() {
-	slices.SortFunc(f.buf, func(a, b *jobRecord) int { return compareKeys(keyOf(a), keyOf(b)) })
-	if len(f.buf) > f.n {
-		clear(f.buf[f.n:])
-		f.buf = f.buf[:f.n]
-	}
-	if len(f.buf) == f.n {
-		f.bound, f.hasBound = keyOf(f.buf[f.n-1]), true
-	}
-}
-
-// result returns the first n records, sorted.
-func (f *firstAfter) result() []*jobRecord {
-	f.cut()
-	return f.buf
 }

@@ -17,12 +17,17 @@ type jobKey struct{ namespace, name string }
 // takes the place of an informer's store and its indexes, whose key strings and index sets
 // cost more per Job than the compact record itself. It never publishes; see jobFeed. It keeps
 // its recent changes, under the same lock as the records, so that a paged list can read the
-// store as it was at an earlier resourceVersion (see changeLog).
+// store as it was at an earlier resourceVersion (see changeLog), and for paged lists an index
+// of its records sorted by key (see keyIndex).
 type jobStore struct {
 	mu      sync.RWMutex
 	byName  map[jobKey]*jobRecord
 	byOwner map[string][]*jobRecord
 	changes changeLog
+
+	// indexMu guards index, which readers build under mu's read lock.
+	indexMu sync.Mutex
+	index   *keyIndex
 }
 
 func newJobStore() *jobStore {
