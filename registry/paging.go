@@ -213,8 +213,8 @@ type viewsFunc[T any] func(selected, siblings []*jobRecord, now time.Time) []T
 // listPage reads one page of runs or plans of the selection: at most req.limit items after
 // req.after, sorted by namespace and name, of the snapshot at req.at (or the newest), and the
 // list metadata with the snapshot's resourceVersion and, when more may follow, the continue
-// token. Records rejected by a field selector on a computed field are read past, in steps that
-// double, so that a selective list costs a few passes over the records, not one per item.
+// token. Records whose items a field selector on a computed field rejects are read past, in
+// steps that double, so that a selective list takes a few steps, not one per item.
 func listPage[T metav1.Object](ctx context.Context, s *Source, req listRequest, sel selection, views viewsFunc[T]) ([]T, metav1.ListMeta, error) {
 	rv, err := s.snapshotOf(ctx, req)
 	if err != nil {
