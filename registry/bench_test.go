@@ -103,6 +103,45 @@ func BenchmarkListRuns(b *testing.B) {
 	}
 }
 
+// BenchmarkListRunsPaged lists every run of 30,000 Jobs as kubectl get runs -A does by default:
+// pages of 500, each computed, converted to a Table and encoded, following continue to the end.
+// One op is the whole paged list.
+func BenchmarkListRunsPaged(b *testing.B) {
+	const n, pageSize = 30000, 500
+	src := benchSource(b, n)
+	storage := NewRunREST(src)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		opts := &metainternalversion.ListOptions{Limit: pageSize}
+		items := 0
+		for {
+			obj, err := storage.List(context.Background(), opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			table, err := storage.ConvertToTable(context.Background(), obj, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range table.Rows {
+				table.Rows[i].Object.Object = nil
+			}
+			if _, err := json.Marshal(table); err != nil {
+				b.Fatal(err)
+			}
+			items += len(table.Rows)
+			if table.Continue == "" {
+				break
+			}
+			opts.Continue = table.Continue
+		}
+		if items != n {
+			b.Fatalf("the pages held %d runs, want %d", items, n)
+		}
+	}
+}
+
 // BenchmarkListRunsLabelSelected lists the runs of one object by label among 30,000 Jobs.
 func BenchmarkListRunsLabelSelected(b *testing.B) {
 	src := benchSource(b, 30000)

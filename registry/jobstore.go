@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -14,11 +15,19 @@ type jobKey struct{ namespace, name string }
 
 // jobStore holds the records of the managed Jobs by namespace and name and by owner key. It
 // takes the place of an informer's store and its indexes, whose key strings and index sets
-// cost more per Job than the compact record itself. It never publishes; see jobFeed.
+// cost more per Job than the compact record itself. It never publishes; see jobFeed. It keeps
+// its recent changes, under the same lock as the records, so that a paged list can read the
+// store as it was at an earlier resourceVersion (see changeLog), and for paged lists an index
+// of its records sorted by key (see keyIndex).
 type jobStore struct {
 	mu      sync.RWMutex
 	byName  map[jobKey]*jobRecord
 	byOwner map[string][]*jobRecord
+	changes changeLog
+
+	// indexMu guards index, which readers build under mu's read lock.
+	indexMu sync.Mutex
+	index   *keyIndex
 }
 
 func newJobStore() *jobStore {
@@ -54,12 +63,16 @@ func (s *jobStore) putLocked(r *jobRecord) (before *jobRecord) {
 	if before != nil {
 		s.unlinkLocked(before)
 	}
+	if before == nil || before.resourceVersion != r.resourceVersion {
+		s.changes.add(jobChange{rv: versionOf(r), key: k, before: before})
+	}
 	owner := r.ownerKey()
 	s.byOwner[owner] = append(s.byOwner[owner], r)
 	return before
 }
 
-// remove drops the record of the Job r names, which it returns (nil when absent).
+// remove drops the record of the Job r names, which it returns (nil when absent); the change
+// is kept at r's resourceVersion, the version of the deletion.
 func (s *jobStore) remove(r *jobRecord) (before *jobRecord) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -68,8 +81,16 @@ func (s *jobStore) remove(r *jobRecord) (before *jobRecord) {
 	if before != nil {
 		delete(s.byName, k)
 		s.unlinkLocked(before)
+		s.changes.add(jobChange{rv: versionOf(r), key: k, before: before})
 	}
 	return before
+}
+
+// versionOf is the record's resourceVersion as a number; 0 when it is none, which no change of
+// the API server's has.
+func versionOf(r *jobRecord) uint64 {
+	rv, _ := strconv.ParseUint(r.resourceVersion, 10, 64)
+	return rv
 }
 
 // unlinkLocked removes r from its owner's list; an object has few Jobs, so a scan is cheap.
@@ -176,8 +197,12 @@ func (f *jobFeed) Delete(obj any) error {
 }
 
 // Replace implements cache.ReflectorStore: the store becomes list, and each difference is a
-// change. The first Replace is the initial list; after it the feed has synced.
-func (f *jobFeed) Replace(list []any, _ string) error {
+// change. The first Replace is the initial list; after it the feed has synced. A Job missing
+// from a relist was deleted at some version up to the list's, resourceVersion: its deletion is
+// published and kept at that version, after the updates the list brings, so that watchers
+// that resume and paged lists begun before the relist both count it as newer than what they
+// saw.
+func (f *jobFeed) Replace(list []any, resourceVersion string) error {
 	records := make(map[jobKey]*jobRecord, len(list))
 	ordered := make([]*jobRecord, 0, len(list))
 	for _, obj := range list {
@@ -197,13 +222,19 @@ func (f *jobFeed) Replace(list []any, _ string) error {
 		}
 	}
 	s.mu.RUnlock()
-	for _, r := range gone {
-		if err := f.Delete(r); err != nil {
+	for _, r := range ordered {
+		if err := f.Update(r); err != nil {
 			return err
 		}
 	}
-	for _, r := range ordered {
-		if err := f.Update(r); err != nil {
+	listRV, _ := strconv.ParseUint(resourceVersion, 10, 64)
+	for _, r := range gone {
+		if listRV > versionOf(r) {
+			at := r.DeepCopyObject().(*jobRecord)
+			at.resourceVersion = resourceVersion
+			r = at
+		}
+		if err := f.Delete(r); err != nil {
 			return err
 		}
 	}

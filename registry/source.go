@@ -57,6 +57,9 @@ type Source struct {
 	// synced is set once every informer has synced; events of the initial lists are not
 	// published.
 	synced atomic.Bool
+	// catchUpWait is how long a paged list waits for a resourceVersion the Source has not
+	// reached; tests shorten it.
+	catchUpWait time.Duration
 }
 
 // newSource returns a Source over the given stores.
@@ -64,7 +67,7 @@ func newSource(jobStore *jobStore, owners map[jobs.Kind]cache.Indexer, now func(
 	if now == nil {
 		now = time.Now
 	}
-	s := &Source{jobs: jobStore, owners: owners, now: now, memo: newJobMemo()}
+	s := &Source{jobs: jobStore, owners: owners, now: now, memo: newJobMemo(), catchUpWait: catchUpWait}
 	s.runHub = newHub(func() runtime.Object { return &runs.Run{} }, runFieldSet, now)
 	s.planHub = newHub(func() runtime.Object { return &runs.Plan{} }, planFieldSet, now)
 	return s
@@ -249,24 +252,31 @@ func (sel selection) matches(obj metav1.Object, fieldSet fields.Set) bool {
 	return sel.field == nil || sel.field.Matches(fieldSet)
 }
 
+// keepsRecord reports whether the run of r may be in the selection: its namespace, labels and
+// name match. Field selectors on computed fields are applied to the run.
+func (sel selection) keepsRecord(r *jobRecord) bool {
+	if sel.namespace != "" && r.namespace() != sel.namespace {
+		return false
+	}
+	if name, byName := sel.fieldValue("metadata.name"); byName && r.name != name {
+		return false
+	}
+	return sel.label == nil || sel.label.Empty() || sel.label.Matches(r.labelSet())
+}
+
 // candidates returns the records in the selection's namespace whose labels match, grouped by
 // object; field selectors on computed fields are applied by the caller.
 func (s *Source) candidates(sel selection) map[string][]*jobRecord {
 	byOwner := map[string][]*jobRecord{}
-	name, byName := sel.fieldValue("metadata.name")
 	prefix := sel.namespace + "/"
 	for _, key := range s.jobs.ownerKeys() {
 		if sel.namespace != "" && !strings.HasPrefix(key, prefix) {
 			continue
 		}
 		for _, r := range s.jobs.ofOwner(key) {
-			if byName && r.name != name {
-				continue
+			if sel.keepsRecord(r) {
+				byOwner[key] = append(byOwner[key], r)
 			}
-			if sel.label != nil && !sel.label.Empty() && !sel.label.Matches(r.labelSet()) {
-				continue
-			}
-			byOwner[key] = append(byOwner[key], r)
 		}
 	}
 	return byOwner
@@ -285,19 +295,7 @@ func (s *Source) listRuns(sel selection) []*runs.Run {
 	now := s.now()
 	var out []*runs.Run
 	for key, selected := range s.candidates(sel) {
-		for _, g := range s.groupsOf(s.siblings(key)) {
-			h := g.history()
-			for _, r := range selected {
-				i := h.Index(r.name)
-				if i < 0 {
-					continue
-				}
-				run := runOfView(h.Job(i), h.ViewRun(i, now))
-				if sel.field == nil || sel.field.Empty() || sel.field.Matches(runFieldSet(run)) {
-					out = append(out, run)
-				}
-			}
-		}
+		out = s.appendRuns(out, sel, selected, s.siblings(key), now)
 	}
 	slices.SortFunc(out, func(a, b *runs.Run) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
@@ -305,35 +303,62 @@ func (s *Source) listRuns(sel selection) []*runs.Run {
 	return out
 }
 
+// appendRuns appends to out the runs of selected, records of one owner key, that the field
+// selector selects, computed among siblings: every record of that key.
+func (s *Source) appendRuns(out []*runs.Run, sel selection, selected, siblings []*jobRecord, now time.Time) []*runs.Run {
+	for _, g := range s.groupsOf(siblings) {
+		h := g.history()
+		for _, r := range selected {
+			i := h.Index(r.name)
+			if i < 0 {
+				continue
+			}
+			run := runOfView(h.Job(i), h.ViewRun(i, now))
+			if sel.field == nil || sel.field.Empty() || sel.field.Matches(runFieldSet(run)) {
+				out = append(out, run)
+			}
+		}
+	}
+	return out
+}
+
 // listPlans computes the selected plans, sorted by namespace and name.
 func (s *Source) listPlans(sel selection) []*runs.Plan {
 	var out []*runs.Plan
 	for key, selected := range s.candidates(sel) {
-		var (
-			groups []group
-			built  bool
-		)
-		for _, r := range selected {
-			job := r.job()
-			if _, ok := jobs.PlanSourceOf(&job); !ok {
-				continue
-			}
-			if !built {
-				groups, built = s.groupsOf(s.siblings(key)), true
-			}
-			g, i := findJob(groups, r.name)
-			if i < 0 {
-				continue
-			}
-			plan, ok := g.plan(i)
-			if ok && (sel.field == nil || sel.field.Empty() || sel.field.Matches(planFieldSet(plan))) {
-				out = append(out, plan)
-			}
-		}
+		out = s.appendPlans(out, sel, selected, func() []*jobRecord { return s.siblings(key) })
 	}
 	slices.SortFunc(out, func(a, b *runs.Plan) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
+	return out
+}
+
+// appendPlans appends to out the plans of selected, records of one owner key, that the field
+// selector selects. siblings returns every record of that key; it is called only when one of
+// selected carries a plan.
+func (s *Source) appendPlans(out []*runs.Plan, sel selection, selected []*jobRecord, siblings func() []*jobRecord) []*runs.Plan {
+	var (
+		groups []group
+		built  bool
+	)
+	for _, r := range selected {
+		job := r.job()
+		if _, ok := jobs.PlanSourceOf(&job); !ok {
+			continue
+		}
+		if !built {
+			groups, built = s.groupsOf(siblings()), true
+		}
+		g, i := findJob(groups, r.name)
+		if i < 0 {
+			continue
+		}
+		plan, ok := g.plan(i)
+		if ok && (sel.field == nil || sel.field.Empty() || sel.field.Matches(planFieldSet(plan))) {
+			out = append(out, plan)
+		}
+	}
 	return out
 }
 

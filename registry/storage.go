@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -86,15 +87,35 @@ func (s *RunREST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (r
 	return run, nil
 }
 
-// List implements rest.Lister. It returns every selected run at once (limit is ignored, which
-// the API allows) from the cache; the resourceVersion is the newest Job version published.
+// List implements rest.Lister. Without limit, continue or an exact resourceVersion it computes
+// every selected run from the current records, at the newest Job version published; otherwise
+// it reads a page of a snapshot (see listPage).
 func (s *RunREST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
 	if err := s.src.ready(); err != nil {
 		return nil, err
 	}
-	rv := s.src.listRV()
-	items := s.src.listRuns(selectionOf(genericapirequest.NamespaceValue(ctx), options))
-	list := &runs.RunList{ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: make([]runs.Run, len(items))}
+	namespace := genericapirequest.NamespaceValue(ctx)
+	req, err := listRequestOf(namespace, options)
+	if err != nil {
+		return nil, err
+	}
+	sel := selectionOf(namespace, options)
+	var (
+		items []*runs.Run
+		meta  metav1.ListMeta
+	)
+	if req.paged {
+		items, meta, err = listPage(ctx, s.src, req, sel, func(selected, siblings []*jobRecord, now time.Time) []*runs.Run {
+			return s.src.appendRuns(nil, sel, selected, siblings, now)
+		})
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		meta.ResourceVersion = s.src.listRV()
+		items = s.src.listRuns(sel)
+	}
+	list := &runs.RunList{ListMeta: meta, Items: make([]runs.Run, len(items))}
 	for i, r := range items {
 		list.Items[i] = *r
 	}
@@ -179,9 +200,28 @@ func (s *PlanREST) List(ctx context.Context, options *metainternalversion.ListOp
 	if err := s.src.ready(); err != nil {
 		return nil, err
 	}
-	rv := s.src.listRV()
-	items := s.src.listPlans(selectionOf(genericapirequest.NamespaceValue(ctx), options))
-	list := &runs.PlanList{ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: make([]runs.Plan, len(items))}
+	namespace := genericapirequest.NamespaceValue(ctx)
+	req, err := listRequestOf(namespace, options)
+	if err != nil {
+		return nil, err
+	}
+	sel := selectionOf(namespace, options)
+	var (
+		items []*runs.Plan
+		meta  metav1.ListMeta
+	)
+	if req.paged {
+		items, meta, err = listPage(ctx, s.src, req, sel, func(selected, siblings []*jobRecord, _ time.Time) []*runs.Plan {
+			return s.src.appendPlans(nil, sel, selected, func() []*jobRecord { return siblings })
+		})
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		meta.ResourceVersion = s.src.listRV()
+		items = s.src.listPlans(sel)
+	}
+	list := &runs.PlanList{ListMeta: meta, Items: make([]runs.Plan, len(items))}
 	for i, p := range items {
 		list.Items[i] = *p
 	}
