@@ -91,29 +91,11 @@ func (s *RunREST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (r
 // every selected run from the current records, at the newest Job version published; otherwise
 // it reads a page of a snapshot (see listPage).
 func (s *RunREST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
-	if err := s.src.ready(); err != nil {
-		return nil, err
-	}
-	namespace := genericapirequest.NamespaceValue(ctx)
-	req, err := listRequestOf(namespace, options)
+	items, meta, err := listViews(ctx, s.src, options, s.src.listRuns, func(sel selection, selected, siblings []*jobRecord, now time.Time) []*runs.Run {
+		return s.src.appendRuns(nil, sel, selected, siblings, now)
+	})
 	if err != nil {
 		return nil, err
-	}
-	sel := selectionOf(namespace, options)
-	var (
-		items []*runs.Run
-		meta  metav1.ListMeta
-	)
-	if req.paged {
-		items, meta, err = listPage(ctx, s.src, req, sel, func(selected, siblings []*jobRecord, now time.Time) []*runs.Run {
-			return s.src.appendRuns(nil, sel, selected, siblings, now)
-		})
-		if err != nil {
-			return nil, err
-		}
-	} else {
-		meta.ResourceVersion = s.src.listRV()
-		items = s.src.listRuns(sel)
 	}
 	list := &runs.RunList{ListMeta: meta, Items: make([]runs.Run, len(items))}
 	for i, r := range items {
@@ -197,35 +179,41 @@ func (s *PlanREST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (
 
 // List implements rest.Lister, like RunREST.List.
 func (s *PlanREST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
-	if err := s.src.ready(); err != nil {
-		return nil, err
-	}
-	namespace := genericapirequest.NamespaceValue(ctx)
-	req, err := listRequestOf(namespace, options)
+	items, meta, err := listViews(ctx, s.src, options, s.src.listPlans, func(sel selection, selected, siblings []*jobRecord, _ time.Time) []*runs.Plan {
+		return s.src.appendPlans(nil, sel, selected, func() []*jobRecord { return siblings })
+	})
 	if err != nil {
 		return nil, err
-	}
-	sel := selectionOf(namespace, options)
-	var (
-		items []*runs.Plan
-		meta  metav1.ListMeta
-	)
-	if req.paged {
-		items, meta, err = listPage(ctx, s.src, req, sel, func(selected, siblings []*jobRecord, _ time.Time) []*runs.Plan {
-			return s.src.appendPlans(nil, sel, selected, func() []*jobRecord { return siblings })
-		})
-		if err != nil {
-			return nil, err
-		}
-	} else {
-		meta.ResourceVersion = s.src.listRV()
-		items = s.src.listPlans(sel)
 	}
 	list := &runs.PlanList{ListMeta: meta, Items: make([]runs.Plan, len(items))}
 	for i, p := range items {
 		list.Items[i] = *p
 	}
 	return list, nil
+}
+
+// listViews lists the runs or plans a request selects: without limit, continue or an exact
+// resourceVersion, every one computed by all from the current records at the newest Job
+// version published; otherwise a page of a snapshot, computed by page (see listPage).
+func listViews[T metav1.Object](ctx context.Context, src *Source, options *metainternalversion.ListOptions, all func(selection) []T,
+	page func(sel selection, selected, siblings []*jobRecord, now time.Time) []T) ([]T, metav1.ListMeta, error) {
+	if err := src.ready(); err != nil {
+		return nil, metav1.ListMeta{}, err
+	}
+	namespace := genericapirequest.NamespaceValue(ctx)
+	req, err := listRequestOf(namespace, options)
+	if err != nil {
+		return nil, metav1.ListMeta{}, err
+	}
+	sel := selectionOf(namespace, options)
+	if req.paged {
+		return listPage(ctx, src, req, sel, func(selected, siblings []*jobRecord, now time.Time) []T {
+			return page(sel, selected, siblings, now)
+		})
+	}
+	// The version first: a watch from it then misses nothing the list did not show.
+	meta := metav1.ListMeta{ResourceVersion: src.listRV()}
+	return all(sel), meta, nil
 }
 
 // Watch implements rest.Watcher; see watchFor.
