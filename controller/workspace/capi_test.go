@@ -93,21 +93,8 @@ func TestAPauseTheCacheHasNotSeenStopsTheRun(t *testing.T) {
 	if err := h.c.Update(h.ctx, &cluster); err != nil {
 		t.Fatal(err)
 	}
-	direct, err := client.NewWithWatch(testenv.Get(t).Config, client.Options{Scheme: controller.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The pass's cached reads still see the Cluster as it was before clusterctl paused it.
-	lagging := interceptor.NewClient(direct, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if into, ok := obj.(*clusterv1.Cluster); ok && key == client.ObjectKeyFromObject(stale) {
-				stale.DeepCopyInto(into)
-				return nil
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
-	})
-	r := workspace.New(workspace.Reconciler{Client: lagging, APIReader: h.c, Recorder: h.recorder, Clock: h.clock, Metrics: h.r.Metrics, RunnerImage: runnerImage}, infrav1.ClusterKind)
+	r := h.laggingReconciler(stale)
 	for range 3 {
 		if _, err := r.Reconcile(h.ctx, requestFor(tc)); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller"
@@ -409,4 +411,24 @@ func countPrefix(list []string, prefix string) int {
 
 func requestFor(obj client.Object) ctrl.Request {
 	return ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)}
+}
+
+// laggingReconciler is a cluster reconciler whose cached reads (Client) still see stale as it
+// was, while APIReader reads the API server.
+func (h *harness) laggingReconciler(stale client.Object) *workspace.Reconciler {
+	h.t.Helper()
+	direct, err := client.NewWithWatch(testenv.Get(h.t).Config, client.Options{Scheme: controller.NewScheme()})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	lagging := interceptor.NewClient(direct, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if reflect.TypeOf(obj) == reflect.TypeOf(stale) && key == client.ObjectKeyFromObject(stale) {
+				reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(stale.DeepCopyObject()).Elem())
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	return workspace.New(workspace.Reconciler{Client: lagging, APIReader: h.c, Recorder: h.recorder, Clock: h.clock, Metrics: h.r.Metrics, RunnerImage: runnerImage}, infrav1.ClusterKind)
 }

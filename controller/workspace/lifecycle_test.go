@@ -14,16 +14,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
-	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
-	"github.com/captf/captf/test/testenv"
 )
 
 func TestFirstApplyStartsOneJobInTheSeedOrder(t *testing.T) {
@@ -385,20 +382,7 @@ func TestAPassFromAStaleObjectWritesNothingOverANewerOne(t *testing.T) {
 		t.Fatalf("conditions after the apply = %+v", fresh.Status.Conditions)
 	}
 
-	direct, err := client.NewWithWatch(testenv.Get(t).Config, client.Options{Scheme: controller.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lagging := interceptor.NewClient(direct, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if into, ok := obj.(*infrav1.TerraformCluster); ok && key == client.ObjectKeyFromObject(stale) {
-				stale.DeepCopyInto(into)
-				return nil
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
-	})
-	r := workspace.New(workspace.Reconciler{Client: lagging, APIReader: h.c, Recorder: h.recorder, Clock: h.clock, Metrics: h.r.Metrics, RunnerImage: runnerImage}, infrav1.ClusterKind)
+	r := h.laggingReconciler(stale)
 	res, err := r.Reconcile(h.ctx, requestFor(tc))
 	if err != nil || !workspace.AgainAtOnce(res) {
 		t.Fatalf("the stale pass = %+v, %v; want a quiet pass at once", res, err)
