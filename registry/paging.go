@@ -51,12 +51,12 @@ type continueToken struct {
 
 // encodeContinue returns the continue token of the page that ended at last, in the snapshot
 // at rv.
-func encodeContinue(rv int64, last jobKey) string {
+func encodeContinue(rv int64, last jobKey) (string, error) {
 	b, err := json.Marshal(continueToken{Version: tokenVersion, RV: rv, Namespace: last.namespace, Name: last.name})
 	if err != nil {
-		panic(err) // strings and numbers always marshal
+		return "", apierrors.NewInternalError(fmt.Errorf("encoding the continue token: %w", err))
 	}
-	return base64.RawURLEncoding.EncodeToString(b)
+	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 // decodeContinue reads a continue token; the error says what is wrong with it.
@@ -202,7 +202,11 @@ func expired(req listRequest, rv uint64) error {
 	err := apierrors.NewResourceExpired(fmt.Sprintf(
 		"the continue token has expired: the server no longer keeps the changes since resourceVersion %d; "+
 			"start the list again without continue, or follow the continue token of this answer to list the rest as it is now", rv))
-	err.ErrStatus.ListMeta.Continue = encodeContinue(newestRV, req.after)
+	token, tokenErr := encodeContinue(newestRV, req.after)
+	if tokenErr != nil {
+		return tokenErr
+	}
+	err.ErrStatus.ListMeta.Continue = token
 	return err
 }
 
@@ -241,7 +245,9 @@ func listPage[T metav1.Object](ctx context.Context, s *Source, req listRequest, 
 			// Records of the batch after the last item may still make items, and so may the
 			// records after the batch.
 			if b.more || compareKeys(last, keyOf(b.records[len(b.records)-1])) < 0 {
-				meta.Continue = encodeContinue(int64(rv), last)
+				if meta.Continue, err = encodeContinue(int64(rv), last); err != nil {
+					return nil, metav1.ListMeta{}, err
+				}
 			}
 			return out, meta, nil
 		}
