@@ -1,6 +1,9 @@
 package controller
 
 import (
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/captf/captf/controller/metrics"
 	"github.com/captf/captf/jobs"
 )
@@ -12,10 +15,8 @@ func activeJobs(c *JobCache) func() map[[2]string]int {
 		counts := map[[2]string]int{}
 		c.each(func(j *CachedJob) {
 			if !j.finished() {
-				op := jobs.Op(j.Labels[jobs.LabelOp])
-				if !op.Valid() {
-					op = "" // as jobs.OpOf reads it
-				}
+				// Few Jobs run at once: the Job a run-model function takes is built only for them.
+				op := jobs.OpOf(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Labels: j.Labels}})
 				// Anyone may label a Job managed: only captf's kinds and ops become label
 				// values, so the map and the gauge stay within the fixed sets.
 				counts[[2]string{metrics.KindLabel(jobs.Kind(j.Labels[jobs.LabelOwnerKind])), metrics.OpLabel(op)}]++
