@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -131,18 +130,7 @@ func NewJobCache(cfg *rest.Config) (*JobCache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("making the Job cache's client: %w", err)
 	}
-	managed := jobs.LabelManaged + "=" + jobs.ManagedValue
-	lw := &toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = managed
-			return cs.BatchV1().Jobs(metav1.NamespaceAll).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = managed
-			return cs.BatchV1().Jobs(metav1.NamespaceAll).Watch(ctx, o)
-		},
-	}
-	informer := toolscache.NewSharedIndexInformer(lw, &batchv1.Job{}, 0, toolscache.Indexers{byOwner: func(obj any) ([]string, error) {
+	informer := toolscache.NewSharedIndexInformer(jobs.ManagedJobs(cs), &batchv1.Job{}, 0, toolscache.Indexers{byOwner: func(obj any) ([]string, error) {
 		c, ok := obj.(*CachedJob)
 		if !ok {
 			return nil, nil

@@ -1,17 +1,14 @@
 package registry
 
 import (
-	"context"
 	"fmt"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/kubernetes"
@@ -25,23 +22,14 @@ import (
 )
 
 // ManagedJobSelector selects the Jobs captf creates.
-var ManagedJobSelector = labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue}).String()
+var ManagedJobSelector = jobs.ManagedSelector
 
 // NewSource returns a Source over a Reflector of the managed Jobs (captf.io/managed=true, stored
 // as compact records without pod template or spec) and informers of the TerraformClusters,
 // TerraformMachines and TerraformMachinePools (their history limits, plan and approval
 // annotations). Start it with Run.
 func NewSource(kube kubernetes.Interface, infra restclient.Interface) (*Source, error) {
-	jobWatch := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = ManagedJobSelector
-			return kube.BatchV1().Jobs(metav1.NamespaceAll).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = ManagedJobSelector
-			return kube.BatchV1().Jobs(metav1.NamespaceAll).Watch(ctx, o)
-		},
-	}
+	jobWatch := jobs.ManagedJobs(kube)
 
 	owners := map[jobs.Kind]cache.Indexer{}
 	var informers []cache.SharedIndexInformer
