@@ -38,6 +38,9 @@ type hubEvent struct {
 	inclusive bool
 	typ       watch.EventType
 	old, new  runtime.Object
+	// sharedOld and sharedNew are old and new as every watcher sends them, encoded once for
+	// all (set by publish).
+	sharedOld, sharedNew runtime.Object
 }
 
 // after reports whether a watch from resourceVersion rv replays the event.
@@ -101,6 +104,7 @@ func (h *hub) publish(events []hubEvent) {
 	h.published++
 	clear(h.initialMemo)
 	for _, e := range events {
+		e.sharedOld, e.sharedNew = shareEncoding(e.old), shareEncoding(e.new)
 		h.record(e)
 		for w := range h.watchers {
 			if ev, ok := w.translate(e); ok && !w.offer(ev) {
@@ -144,6 +148,9 @@ func (h *hub) initialObjects(key string, list func() []runtime.Object) []runtime
 		}
 	}
 	objects := list()
+	for i, obj := range objects {
+		objects[i] = shareEncoding(obj)
+	}
 	h.initialMemo[key] = initialMemoEntry{published: h.published, at: now, objects: objects}
 	return objects
 }
@@ -164,9 +171,9 @@ func (h *hub) watch(sel selection, rv string, initial func() []runtime.Object, l
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if initial != nil {
-		for _, obj := range h.initialObjects(sel.key(), initial) {
-			w.initial = append(w.initial, watch.Event{Type: watch.Added, Object: obj})
-		}
+		// The objects are shared with the other watches that start with them, not copied
+		// into events per watcher: a herd of watchers holds one slice.
+		w.initialAdded = h.initialObjects(sel.key(), initial)
 		if bookmark {
 			mark := h.newObject()
 			m, _ := meta.Accessor(mark)
@@ -217,11 +224,14 @@ type hubWatcher struct {
 	fieldsOf func(runtime.Object) fields.Set
 	hub      *hub
 
-	initial []watch.Event
-	in      chan watch.Event
-	out     chan watch.Event
-	done    chan struct{}
-	once    sync.Once
+	// initialAdded are sent as ADDED first, then initial: the initial-events-end bookmark, or
+	// the events replayed from the history.
+	initialAdded []runtime.Object
+	initial      []watch.Event
+	in           chan watch.Event
+	out          chan watch.Event
+	done         chan struct{}
+	once         sync.Once
 }
 
 var _ watch.Interface = &hubWatcher{}
@@ -251,8 +261,15 @@ func (w *hubWatcher) offer(ev watch.Event) bool {
 // the watcher.
 func (w *hubWatcher) run() {
 	defer close(w.out)
-	initial := w.initial
-	w.initial = nil
+	added, initial := w.initialAdded, w.initial
+	w.initialAdded, w.initial = nil, nil
+	for _, obj := range added {
+		select {
+		case w.out <- watch.Event{Type: watch.Added, Object: obj}:
+		case <-w.done:
+			return
+		}
+	}
 	for _, ev := range initial {
 		select {
 		case w.out <- ev:
@@ -285,11 +302,11 @@ func (w *hubWatcher) translate(e hubEvent) (watch.Event, bool) {
 	newIn := e.new != nil && w.selects(e.new)
 	switch {
 	case oldIn && newIn:
-		return watch.Event{Type: watch.Modified, Object: e.new}, true
+		return watch.Event{Type: watch.Modified, Object: e.sharedNew}, true
 	case newIn:
-		return watch.Event{Type: watch.Added, Object: e.new}, true
+		return watch.Event{Type: watch.Added, Object: e.sharedNew}, true
 	case oldIn && e.new == nil:
-		return watch.Event{Type: watch.Deleted, Object: e.old}, true
+		return watch.Event{Type: watch.Deleted, Object: e.sharedOld}, true
 	case oldIn:
 		// The object left the selection: report its last selected state at the new version.
 		obj := e.old.DeepCopyObject()

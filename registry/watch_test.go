@@ -38,7 +38,7 @@ func next(t *testing.T, w watch.Interface) seen {
 		if !ok {
 			t.Fatal("the watch ended")
 		}
-		switch o := ev.Object.(type) {
+		switch o := unshared(ev.Object).(type) {
 		case *runs.Run:
 			return seen{ev.Type, o.Name, string(o.Status.Phase)}
 		case *runs.Plan:
@@ -143,8 +143,8 @@ func TestWatchWithAFieldSelectorSeesRunsLeaveIt(t *testing.T) {
 	succeeded(t0)(job)
 	src.testUpdateJob(t, job)
 	ev := <-w.ResultChan()
-	if ev.Type != watch.Deleted || ev.Object.(*runs.Run).ResourceVersion != job.ResourceVersion {
-		t.Fatalf("event = %s %+v, want DELETED at the Job's new resourceVersion %s", ev.Type, ev.Object.(*runs.Run).ObjectMeta, job.ResourceVersion)
+	if ev.Type != watch.Deleted || unshared(ev.Object).(*runs.Run).ResourceVersion != job.ResourceVersion {
+		t.Fatalf("event = %s %+v, want DELETED at the Job's new resourceVersion %s", ev.Type, unshared(ev.Object).(*runs.Run).ObjectMeta, job.ResourceVersion)
 	}
 	quiet(t, w)
 }
