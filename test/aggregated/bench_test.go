@@ -2,6 +2,7 @@ package aggregated
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -38,6 +39,8 @@ var (
 	benchErr  error
 	// rssPerJob is the growth of the server process's resident memory per retained Job.
 	rssPerJob float64
+	// kubeRSSPerJob is the same for kube-apiserver, which stores the Jobs.
+	kubeRSSPerJob float64
 )
 
 var runsGVR = schema.GroupVersionResource{Group: "runs.captf.io", Version: "v1alpha1", Resource: "runs"}
@@ -54,11 +57,17 @@ func setUpBench(b *testing.B) string {
 			benchNS = append(benchNS, c.newNamespace(b))
 		}
 		n := benchJobs()
-		rssBefore := serverRSS()
+		rssBefore := procMemory(serverPID, "VmRSS")
 		if rssBefore == 0 {
 			benchErr = fmt.Errorf("cannot read the resident memory of the server process %d", serverPID)
 			return
 		}
+		kubePID, err := childProcess("kube-apiserver")
+		if err != nil {
+			benchErr = err
+			return
+		}
+		kubeRSSBefore := procMemory(kubePID, "VmRSS")
 
 		owners := make(chan int)
 		var wg sync.WaitGroup
@@ -92,7 +101,8 @@ func setUpBench(b *testing.B) string {
 			benchErr = err
 			return
 		}
-		rssPerJob = float64(serverRSS()-rssBefore) / float64(n)
+		rssPerJob = float64(procMemory(serverPID, "VmRSS")-rssBefore) / float64(n)
+		kubeRSSPerJob = float64(procMemory(kubePID, "VmRSS")-kubeRSSBefore) / float64(n)
 		dyn := dynamic.NewForConfigOrDie(getEnv(b).Config)
 		deadline := time.Now().Add(2 * time.Minute)
 		for {
@@ -129,14 +139,26 @@ func setUpBench(b *testing.B) string {
 func BenchmarkAggregatedList(b *testing.B) {
 	getEnv(b)
 	setUpBench(b)
+	perOp := map[string]time.Duration{}
 	for _, resource := range []string{"jobs", "runs"} {
 		b.Run("kubectl-get-"+resource, func(b *testing.B) {
 			for b.Loop() {
 				mustKubectl(b, "get", resource, "-A", "--no-headers")
 			}
+			perOp[resource] = b.Elapsed() / time.Duration(b.N)
 			b.ReportMetric(rssPerJob, "apiserver-RSS-B/job")
+			b.ReportMetric(kubeRSSPerJob, "kube-apiserver-RSS-B/job")
 		})
 	}
+	// The floor: kubectl reading the same Table pages from a server that only replays them.
+	b.Run("kubectl-get-runs-floor", func(b *testing.B) {
+		kubectlFloor(b, "get", "runs", "-A", "--no-headers")
+		floor := b.Elapsed() / time.Duration(b.N)
+		if perOp["runs"] > 0 && perOp["jobs"] > 0 {
+			b.ReportMetric(float64(perOp["runs"])/float64(perOp["jobs"]), "runs/jobs")
+			b.ReportMetric(float64(perOp["runs"])/float64(floor), "runs/floor")
+		}
+	})
 	// The same lists as one Table request each, without kubectl's start-up and chunking: what
 	// the servers spend.
 	kube := newClients(b).kube.BatchV1().RESTClient()
@@ -148,6 +170,42 @@ func BenchmarkAggregatedList(b *testing.B) {
 				}
 			}
 		})
+		// kubectl's pages of 500 following continue, without kubectl: what the servers and the
+		// aggregator spend on the paged list, and per page.
+		b.Run("table-paged-"+resource, func(b *testing.B) {
+			pages := 0
+			for b.Loop() {
+				pages = 0
+				next := ""
+				for {
+					var table metav1.Table
+					req := kube.Get().AbsPath(path).Param("limit", "500").SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+					if next != "" {
+						req = req.Param("continue", next)
+					}
+					raw, err := req.DoRaw(context.Background())
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := json.Unmarshal(raw, &table); err != nil {
+						b.Fatal(err)
+					}
+					pages++
+					if next = table.Continue; next == "" {
+						break
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N*pages), "ms/page")
+		})
+	}
+	if os.Getenv("CAPTF_BENCH_PROBE") != "" {
+		out, _ := kubectl(b, "get", "runs", "-A", "--no-headers", "-v=6")
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "GET") {
+				b.Log(line)
+			}
+		}
 	}
 }
 
@@ -211,21 +269,6 @@ func BenchmarkAggregatedWatchDelay(b *testing.B) {
 		}
 	}
 	b.ReportMetric(p50(took), "p50-ms")
-}
-
-// serverRSS is the resident memory of the server process in bytes (VmRSS), 0 when unknown.
-func serverRSS() int {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", serverPID))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.Atoi(strings.Fields(v)[0])
-			return kb * 1024
-		}
-	}
-	return 0
 }
 
 // waitForLastChange changes one Job of namespace and waits until the server shows its run at
