@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -198,14 +197,6 @@ func BenchmarkAggregatedList(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N*pages), "ms/page")
 		})
-	}
-	if os.Getenv("CAPTF_BENCH_PROBE") != "" {
-		out, _ := kubectl(b, "get", "runs", "-A", "--no-headers", "-v=6")
-		for _, line := range strings.Split(out, "\n") {
-			if strings.Contains(line, "GET") {
-				b.Log(line)
-			}
-		}
 	}
 }
 
