@@ -142,6 +142,12 @@ fuzz: ## Run every fuzz target for FUZZ_TIME each (executions, or a duration suc
 bench: tools ## Run the benchmarks and print their table.
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout $(TEST_TIMEOUT) ./... | grep -E '^(Benchmark|goos|goarch|pkg|cpu|ok|PASS|FAIL)'
 
+BENCH_SIZES ?= 10000 30000
+
+.PHONY: bench-scale
+bench-scale: tools ## Run the aggregated benchmarks at each of BENCH_SIZES retained Jobs (e.g. BENCH_SIZES="10000 30000 100000") and print a table per size.
+	hack/bench-scale.sh $(BENCH_SIZES)
+
 IMAGES_OUT ?= dist/images
 VERSION    ?= dev
 # host:port[/prefix] to push the images to as well, e.g. REGISTRY=127.0.0.1:5000 (plain HTTP on loopback).
