@@ -1,0 +1,49 @@
+package controller
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// SlimCluster is the cache transform of Cluster API Clusters. It keeps what the reconcilers read
+// of a Cluster and drops the rest (labels, annotations, owner references, the control plane
+// reference, the topology but its version, conditions and the other status): its identity,
+// spec.paused, spec.infrastructureRef, spec.controlPlaneEndpoint, spec.clusterNetwork,
+// spec.topology.version and status.initialization. Nothing writes a cached Cluster back: the
+// controller never writes Clusters. The kept fields are copied into a new Cluster, so a field a
+// newer Cluster API adds is dropped until code reads it and it is added here. SlimCluster gives
+// the same Cluster for a Cluster it already slimmed.
+func SlimCluster(in any) (any, error) {
+	c, ok := in.(*clusterv1.Cluster)
+	if !ok {
+		return in, nil
+	}
+	return &clusterv1.Cluster{
+		TypeMeta: c.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            c.Name,
+			Namespace:       c.Namespace,
+			UID:             c.UID,
+			ResourceVersion: c.ResourceVersion,
+		},
+		Spec: clusterv1.ClusterSpec{
+			Paused: c.Spec.Paused,
+			ClusterNetwork: clusterv1.ClusterNetwork{
+				APIServerPort: c.Spec.ClusterNetwork.APIServerPort,
+				Services:      clusterv1.NetworkRanges{CIDRBlocks: c.Spec.ClusterNetwork.Services.CIDRBlocks},
+				Pods:          clusterv1.NetworkRanges{CIDRBlocks: c.Spec.ClusterNetwork.Pods.CIDRBlocks},
+				ServiceDomain: c.Spec.ClusterNetwork.ServiceDomain,
+			},
+			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: c.Spec.ControlPlaneEndpoint.Host, Port: c.Spec.ControlPlaneEndpoint.Port},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: c.Spec.InfrastructureRef.APIGroup, Kind: c.Spec.InfrastructureRef.Kind, Name: c.Spec.InfrastructureRef.Name,
+			},
+			Topology: clusterv1.Topology{Version: c.Spec.Topology.Version},
+		},
+		Status: clusterv1.ClusterStatus{Initialization: clusterv1.ClusterInitializationStatus{
+			InfrastructureProvisioned: c.Status.Initialization.InfrastructureProvisioned,
+			ControlPlaneInitialized:   c.Status.Initialization.ControlPlaneInitialized,
+		}},
+	}, nil
+}

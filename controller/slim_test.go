@@ -1,0 +1,172 @@
+package controller_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"sort"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/captf/captf/controller"
+)
+
+// fill sets every exported field reachable from v to a non-zero value (one element per slice
+// and map), so that a transform's output shows each field it keeps and none it drops.
+func fill(v reflect.Value, depth int) {
+	if depth > 12 {
+		return
+	}
+	switch v.Interface().(type) {
+	case metav1.Time:
+		v.Set(reflect.ValueOf(metav1.Unix(1, 0)))
+		return
+	case []byte:
+		// Raw JSON fields must stay valid JSON.
+		v.SetBytes([]byte(`"x"`))
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(1)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(1)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem(), depth+1)
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(v.Index(0), depth+1)
+	case reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+		key, val := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(key, depth+1)
+		fill(val, depth+1)
+		v.SetMapIndex(key, val)
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i), depth+1)
+			}
+		}
+	}
+}
+
+// leaves flattens an object's JSON to its leaf values by path ("spec.pods.cidrBlocks[]").
+func leaves(t *testing.T, obj any) map[string]any {
+	t.Helper()
+	data, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]any{}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if path != "" {
+					k = path + "." + k
+				}
+				walk(k, e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(path+"[]", e)
+			}
+		default:
+			out[path] = v
+		}
+	}
+	walk("", doc)
+	return out
+}
+
+// checkKeeps transforms a fully set object and checks that exactly the paths of kept survive,
+// with their values.
+func checkKeeps(t *testing.T, transform toolscache.TransformFunc, full any, kept []struct{ path, readBy string }) {
+	t.Helper()
+	in := leaves(t, full)
+	slimmed, err := transform(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := leaves(t, slimmed)
+	want := map[string]bool{}
+	for _, k := range kept {
+		want[k.path] = true
+		t.Run(k.path, func(t *testing.T) {
+			got, ok := out[k.path]
+			if _, set := in[k.path]; !set {
+				t.Fatalf("the full object does not set %s, read by %s", k.path, k.readBy)
+			}
+			if !ok || !reflect.DeepEqual(got, in[k.path]) {
+				t.Errorf("%s (read by %s) = %v, want %v", k.path, k.readBy, got, in[k.path])
+			}
+		})
+	}
+	var extra []string
+	for path := range out {
+		if !want[path] {
+			extra = append(extra, path)
+		}
+	}
+	sort.Strings(extra)
+	if len(extra) > 0 {
+		t.Errorf("kept fields nothing reads: %v", extra)
+	}
+	again, err := transform(slimmed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(again, slimmed) {
+		t.Errorf("a second transform changed the object:\n%#v\nwant\n%#v", again, slimmed)
+	}
+}
+
+func TestSlimClusterKeepsWhatTheReconcilersRead(t *testing.T) {
+	var full clusterv1.Cluster
+	fill(reflect.ValueOf(&full).Elem(), 0)
+	checkKeeps(t, controller.SlimCluster, &full, []struct{ path, readBy string }{
+		{"apiVersion", "the scheme"},
+		{"kind", "the scheme"},
+		{"metadata.name", "the cache's key; contract input cluster_name"},
+		{"metadata.namespace", "the cache's key; Cluster watch"},
+		{"metadata.uid", "backReferenceProblem: the owner reference's UID"},
+		{"metadata.resourceVersion", "the informer's store"},
+		{"spec.paused", "PauseOf"},
+		{"spec.infrastructureRef.apiGroup", "backReferenceProblem, clusterInfrastructure, identityOf"},
+		{"spec.infrastructureRef.kind", "backReferenceProblem, clusterInfrastructure, identityOf"},
+		{"spec.infrastructureRef.name", "backReferenceProblem, clusterInfrastructure, identityOf"},
+		{"spec.controlPlaneEndpoint.host", "clusterDependencies: contract input cluster.control_plane_endpoint"},
+		{"spec.controlPlaneEndpoint.port", "clusterDependencies: contract input cluster.control_plane_endpoint"},
+		{"spec.topology.version", "clusterDependencies: contract input cluster.kubernetes_version"},
+		{"spec.clusterNetwork.apiServerPort", "clusterDependencies: contract input cluster.network"},
+		{"spec.clusterNetwork.pods.cidrBlocks[]", "clusterDependencies: contract input cluster.network"},
+		{"spec.clusterNetwork.services.cidrBlocks[]", "clusterDependencies: contract input cluster.network"},
+		{"spec.clusterNetwork.serviceDomain", "clusterDependencies: contract input cluster.network"},
+		{"status.initialization.controlPlaneInitialized", "clusterDependencies: contract input control_plane_initialized"},
+		{"status.initialization.infrastructureProvisioned", "clusterInfrastructure: a machine waits for it"},
+	})
+}
+
+func TestSlimClusterPassesOtherObjects(t *testing.T) {
+	tombstone := toolscache.DeletedFinalStateUnknown{Key: "ns/c"}
+	out, err := controller.SlimCluster(tombstone)
+	if err != nil || !reflect.DeepEqual(out, tombstone) {
+		t.Errorf("SlimCluster(tombstone) = %v, %v", out, err)
+	}
+}
