@@ -78,8 +78,9 @@ func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	for _, gvk := range workspace.MetadataKinds {
 		opts.Cache.ByObject[metadataOf(gvk)] = cache.ByObject{Label: managed}
 	}
-	// Nothing reads managed fields; for a Job they are a large part of what the cache holds.
-	opts.Cache.DefaultTransform = cache.TransformStripManagedFields()
+	// Nothing reads managed fields or last-applied configurations; for a Job the managed fields
+	// are a large part of what the cache holds.
+	opts.Cache.DefaultTransform = StripUnread
 	opts.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &coordinationv1.Lease{}, &corev1.Pod{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}}}
 	return opts
 }

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -46,4 +48,30 @@ func SlimCluster(in any) (any, error) {
 			ControlPlaneInitialized:   c.Status.Initialization.ControlPlaneInitialized,
 		}},
 	}, nil
+}
+
+// StripUnread is the cache transform of every kind without one of its own. It drops two parts
+// of the metadata that nothing in the controller reads and that can outweigh the rest of an
+// object: its managed fields, and kubectl's last-applied-configuration annotation (a copy of
+// the object as last applied; for a Secret, its data too). The controller never writes a cached
+// object whole: its writes are patches computed against a copy of the cached object, so what
+// is dropped here stays in the API. StripUnread changes the object it is given, which the
+// informer decoded for the cache alone.
+func StripUnread(in any) (any, error) {
+	obj, err := meta.Accessor(in)
+	if err != nil {
+		return in, nil
+	}
+	if obj.GetManagedFields() != nil {
+		obj.SetManagedFields(nil)
+	}
+	if annotations := obj.GetAnnotations(); annotations != nil {
+		if _, ok := annotations[corev1.LastAppliedConfigAnnotation]; ok {
+			delete(annotations, corev1.LastAppliedConfigAnnotation)
+			if len(annotations) == 0 {
+				obj.SetAnnotations(nil)
+			}
+		}
+	}
+	return in, nil
 }

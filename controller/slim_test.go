@@ -6,6 +6,7 @@ import (
 	"sort"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -169,4 +170,50 @@ func TestSlimClusterPassesOtherObjects(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(out, tombstone) {
 		t.Errorf("SlimCluster(tombstone) = %v, %v", out, err)
 	}
+}
+
+func TestStripUnread(t *testing.T) {
+	applied := map[string]string{corev1.LastAppliedConfigAnnotation: `{"data":{"key":"c2VjcmV0"}}`}
+	managed := []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}
+	for _, tc := range []struct {
+		name string
+		in   metav1.ObjectMeta
+		want metav1.ObjectMeta
+	}{
+		{"managed fields are dropped", metav1.ObjectMeta{Name: "s", ManagedFields: managed}, metav1.ObjectMeta{Name: "s"}},
+		{"the last-applied configuration is dropped", metav1.ObjectMeta{Name: "s", Annotations: map[string]string{corev1.LastAppliedConfigAnnotation: "{}", "a": "1"}},
+			metav1.ObjectMeta{Name: "s", Annotations: map[string]string{"a": "1"}}},
+		{"no annotations are left when it was the only one", metav1.ObjectMeta{Name: "s", Annotations: applied}, metav1.ObjectMeta{Name: "s"}},
+		{"other annotations, labels and owners are kept",
+			metav1.ObjectMeta{Name: "s", Labels: map[string]string{"l": "1"}, Annotations: map[string]string{"a": "1"}, OwnerReferences: []metav1.OwnerReference{{Name: "o"}}},
+			metav1.ObjectMeta{Name: "s", Labels: map[string]string{"l": "1"}, Annotations: map[string]string{"a": "1"}, OwnerReferences: []metav1.OwnerReference{{Name: "o"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, obj := range []metav1.Object{
+				&corev1.Secret{ObjectMeta: *tc.in.DeepCopy(), Data: map[string][]byte{"key": []byte("secret")}},
+				&metav1.PartialObjectMetadata{ObjectMeta: *tc.in.DeepCopy()},
+			} {
+				out, err := controller.StripUnread(obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := out.(metav1.ObjectMetaAccessor).GetObjectMeta().(*metav1.ObjectMeta)
+				if !reflect.DeepEqual(*got, tc.want) {
+					t.Errorf("%T: got %+v, want %+v", obj, *got, tc.want)
+				}
+			}
+		})
+	}
+	t.Run("the rest of an object is kept", func(t *testing.T) {
+		out, _ := controller.StripUnread(&corev1.Secret{Data: map[string][]byte{"key": []byte("secret")}})
+		if got := out.(*corev1.Secret).Data; string(got["key"]) != "secret" {
+			t.Errorf("data = %v", got)
+		}
+	})
+	t.Run("a tombstone passes", func(t *testing.T) {
+		tombstone := toolscache.DeletedFinalStateUnknown{Key: "ns/s"}
+		if out, err := controller.StripUnread(tombstone); err != nil || !reflect.DeepEqual(out, tombstone) {
+			t.Errorf("StripUnread(tombstone) = %v, %v", out, err)
+		}
+	})
 }
