@@ -68,9 +68,9 @@ func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	// The reconcilers read and watch Jobs through their own JobCache, never through the
 	// manager's; should anything list Jobs here, it gets managed ones slimmed all the same.
 	opts.Cache.ByObject = map[client.Object]cache.ByObject{
-		&batchv1.Job{}: {Label: managed, Transform: SlimJob},
+		&batchv1.Job{}: {Label: managed, Transform: chain(SlimJob, Intern)},
 		// One per TerraformCluster; of a Cluster only a few fields are read.
-		&clusterv1.Cluster{}: {Transform: SlimCluster},
+		&clusterv1.Cluster{}: {Transform: chain(SlimCluster, Intern)},
 	}
 	// Metadata only, so no Secret data is cached: the state Secrets and their lock Leases
 	// (labelled through the backend's labels setting), durable inputs, plan keys, backups,
@@ -80,7 +80,7 @@ func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	}
 	// Nothing reads managed fields or last-applied configurations; for a Job the managed fields
 	// are a large part of what the cache holds.
-	opts.Cache.DefaultTransform = StripUnread
+	opts.Cache.DefaultTransform = chain(StripUnread, Intern)
 	opts.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &coordinationv1.Lease{}, &corev1.Pod{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}}}
 	return opts
 }

@@ -1,11 +1,18 @@
 package controller
 
 import (
+	"slices"
+	"unique"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 )
 
 // SlimCluster is the cache transform of Cluster API Clusters. It keeps what the reconcilers read
@@ -74,4 +81,80 @@ func StripUnread(in any) (any, error) {
 		}
 	}
 	return in, nil
+}
+
+// Intern is the last cache transform of every kind: the strings that objects repeat — the
+// namespace, label and annotation keys, finalizers, the API versions and kinds of owner
+// references and, on captf's kinds, the type, status and reason of each condition — become one
+// shared copy each (Go's unique package), instead of one per object the informer decoded. Values
+// that are mostly one object's own (names, UIDs, label and annotation values, messages) are
+// left alone: a shared copy of a string no other object holds costs more than the string. The
+// conditions get a slice of their exact length. The object's value does not change.
+func Intern(in any) (any, error) {
+	obj, err := meta.Accessor(in)
+	if err != nil {
+		return in, nil
+	}
+	if o, ok := in.(runtime.Object); ok {
+		// Set through the TypeMeta itself: its setters build the API version anew.
+		if t, ok := o.GetObjectKind().(*metav1.TypeMeta); ok {
+			t.APIVersion, t.Kind = intern(t.APIVersion), intern(t.Kind)
+		}
+	}
+	obj.SetNamespace(intern(obj.GetNamespace()))
+	obj.SetLabels(internKeys(obj.GetLabels()))
+	obj.SetAnnotations(internKeys(obj.GetAnnotations()))
+	finalizers := obj.GetFinalizers()
+	for i := range finalizers {
+		finalizers[i] = intern(finalizers[i])
+	}
+	refs := obj.GetOwnerReferences()
+	for i := range refs {
+		refs[i].APIVersion, refs[i].Kind = intern(refs[i].APIVersion), intern(refs[i].Kind)
+	}
+	if w, ok := in.(infrav1.Workspace); ok {
+		status := w.WorkspaceStatus()
+		if len(status.Conditions) > 0 {
+			conditions := slices.Clip(slices.Clone(status.Conditions))
+			for i := range conditions {
+				c := &conditions[i]
+				c.Type, c.Reason = intern(c.Type), intern(c.Reason)
+				c.Status = metav1.ConditionStatus(intern(string(c.Status)))
+			}
+			status.Conditions = conditions
+		}
+	}
+	return in, nil
+}
+
+func intern(s string) string {
+	if s == "" {
+		return s
+	}
+	return unique.Make(s).Value()
+}
+
+// internKeys returns m with its keys interned; its values are m's.
+func internKeys(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[intern(k)] = v
+	}
+	return out
+}
+
+// chain is the transform that applies each of fns in turn.
+func chain(fns ...toolscache.TransformFunc) toolscache.TransformFunc {
+	return func(in any) (any, error) {
+		var err error
+		for _, fn := range fns {
+			if in, err = fn(in); err != nil {
+				return nil, err
+			}
+		}
+		return in, nil
+	}
 }

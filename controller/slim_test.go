@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +13,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller"
 )
 
@@ -214,6 +216,85 @@ func TestStripUnread(t *testing.T) {
 		tombstone := toolscache.DeletedFinalStateUnknown{Key: "ns/s"}
 		if out, err := controller.StripUnread(tombstone); err != nil || !reflect.DeepEqual(out, tombstone) {
 			t.Errorf("StripUnread(tombstone) = %v, %v", out, err)
+		}
+	})
+}
+
+// decoded returns a copy of s in memory of its own, as each object an informer decodes has.
+func decoded(s string) string { return string([]byte(s)) }
+
+func TestIntern(t *testing.T) {
+	object := func() *infrav1.TerraformCluster {
+		return &infrav1.TerraformCluster{
+			TypeMeta: metav1.TypeMeta{APIVersion: decoded("infrastructure.cluster.x-k8s.io/v1alpha1"), Kind: decoded("TerraformCluster")},
+			ObjectMeta: metav1.ObjectMeta{
+				Name: decoded("web"), Namespace: decoded("team"), UID: "u",
+				Labels:          map[string]string{decoded("cluster.x-k8s.io/cluster-name"): decoded("web")},
+				Annotations:     map[string]string{decoded("captf.io/approved-plan"): decoded("p3:abc")},
+				Finalizers:      []string{decoded("terraformcluster.infrastructure.cluster.x-k8s.io")},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: decoded("cluster.x-k8s.io/v1beta2"), Kind: decoded("Cluster"), Name: decoded("web"), UID: "c"}},
+			},
+			Status: infrav1.TerraformClusterStatus{WorkspaceStatus: infrav1.WorkspaceStatus{Conditions: append(make([]metav1.Condition, 0, 8), metav1.Condition{
+				Type: decoded("Ready"), Status: metav1.ConditionStatus(decoded("True")), Reason: decoded("Provisioned"), Message: decoded("owned by Cluster web"),
+				LastTransitionTime: metav1.Unix(1, 0), ObservedGeneration: 2,
+			})}},
+		}
+	}
+	a, b := object(), object()
+	want := a.DeepCopy()
+	for _, obj := range []*infrav1.TerraformCluster{a, b} {
+		out, err := controller.Intern(obj)
+		if err != nil || out != any(obj) {
+			t.Fatalf("Intern = %v, %v; want the object it was given", out, err)
+		}
+	}
+	if !reflect.DeepEqual(a, want) {
+		t.Fatalf("Intern changed the object:\n%+v\nwant\n%+v", a, want)
+	}
+	key := func(m map[string]string) string {
+		for k := range m {
+			return k
+		}
+		return ""
+	}
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	for _, tc := range []struct {
+		name   string
+		of     func(*infrav1.TerraformCluster) string
+		shared bool
+	}{
+		{"apiVersion", func(o *infrav1.TerraformCluster) string { return o.APIVersion }, true},
+		{"kind", func(o *infrav1.TerraformCluster) string { return o.Kind }, true},
+		{"namespace", func(o *infrav1.TerraformCluster) string { return o.Namespace }, true},
+		{"label key", func(o *infrav1.TerraformCluster) string { return key(o.Labels) }, true},
+		{"annotation key", func(o *infrav1.TerraformCluster) string { return key(o.Annotations) }, true},
+		{"finalizer", func(o *infrav1.TerraformCluster) string { return o.Finalizers[0] }, true},
+		{"owner reference API version", func(o *infrav1.TerraformCluster) string { return o.OwnerReferences[0].APIVersion }, true},
+		{"owner reference kind", func(o *infrav1.TerraformCluster) string { return o.OwnerReferences[0].Kind }, true},
+		{"condition type", func(o *infrav1.TerraformCluster) string { return o.Status.Conditions[0].Type }, true},
+		{"condition status", func(o *infrav1.TerraformCluster) string { return string(o.Status.Conditions[0].Status) }, true},
+		{"condition reason", func(o *infrav1.TerraformCluster) string { return o.Status.Conditions[0].Reason }, true},
+		{"name: one object's own", func(o *infrav1.TerraformCluster) string { return o.Name }, false},
+		{"label value: mostly one object's own", func(o *infrav1.TerraformCluster) string { return o.Labels[key(o.Labels)] }, false},
+		{"annotation value: mostly one object's own", func(o *infrav1.TerraformCluster) string { return o.Annotations[key(o.Annotations)] }, false},
+		{"owner reference name", func(o *infrav1.TerraformCluster) string { return o.OwnerReferences[0].Name }, false},
+		{"condition message", func(o *infrav1.TerraformCluster) string { return o.Status.Conditions[0].Message }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := same(tc.of(a), tc.of(b)); got != tc.shared {
+				t.Errorf("two objects share their %s: %v, want %v", tc.name, got, tc.shared)
+			}
+		})
+	}
+	t.Run("conditions have a slice of their length", func(t *testing.T) {
+		if c := a.Status.Conditions; cap(c) != len(c) {
+			t.Errorf("cap %d, len %d", cap(c), len(c))
+		}
+	})
+	t.Run("a tombstone passes", func(t *testing.T) {
+		tombstone := toolscache.DeletedFinalStateUnknown{Key: "ns/s"}
+		if out, err := controller.Intern(tombstone); err != nil || !reflect.DeepEqual(out, tombstone) {
+			t.Errorf("Intern(tombstone) = %v, %v", out, err)
 		}
 	})
 }
