@@ -139,7 +139,8 @@ func NewJobCache(cfg *rest.Config) (*JobCache, error) {
 	}})
 	if err := informer.SetTransform(func(obj any) (any, error) {
 		if job, ok := obj.(*batchv1.Job); ok {
-			return CachedJobOf(job), nil
+			// The Jobs of all objects repeat the same label and annotation keys.
+			return Intern(CachedJobOf(job))
 		}
 		return obj, nil // a tombstone
 	}); err != nil {

@@ -62,20 +62,25 @@ func NewScheme() *runtime.Scheme {
 // ManagerOptions returns the cache and client settings the reconcilers rely on: Secrets,
 // Leases and Pods are always read from the API server, so a decision never rests on a stale
 // Secret or Lease and the cache holds no Secret data; of the managed Secrets and Leases only the
-// metadata is cached.
+// metadata is cached, and of Cluster API's Clusters only what SlimCluster keeps.
 func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	managed := labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue})
 	// The reconcilers read and watch Jobs through their own JobCache, never through the
 	// manager's; should anything list Jobs here, it gets managed ones slimmed all the same.
-	opts.Cache.ByObject = map[client.Object]cache.ByObject{&batchv1.Job{}: {Label: managed, Transform: SlimJob}}
+	opts.Cache.ByObject = map[client.Object]cache.ByObject{
+		&batchv1.Job{}: {Label: managed, Transform: chain(SlimJob, Intern)},
+		// One per TerraformCluster; of a Cluster only a few fields are read.
+		&clusterv1.Cluster{}: {Transform: chain(SlimCluster, Intern)},
+	}
 	// Metadata only, so no Secret data is cached: the state Secrets and their lock Leases
 	// (labelled through the backend's labels setting), durable inputs, plan keys, backups,
 	// per-run Secrets, run Leases and the runner identities.
 	for _, gvk := range workspace.MetadataKinds {
 		opts.Cache.ByObject[metadataOf(gvk)] = cache.ByObject{Label: managed}
 	}
-	// Nothing reads managed fields; for a Job they are a large part of what the cache holds.
-	opts.Cache.DefaultTransform = cache.TransformStripManagedFields()
+	// Nothing reads managed fields or last-applied configurations; for a Job the managed fields
+	// are a large part of what the cache holds.
+	opts.Cache.DefaultTransform = chain(StripUnread, Intern)
 	opts.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &coordinationv1.Lease{}, &corev1.Pod{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}}}
 	return opts
 }
