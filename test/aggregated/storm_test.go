@@ -48,14 +48,19 @@ func BenchmarkAggregatedWatchStorm(b *testing.B) {
 	cfg.QPS, cfg.Burst = 1000, 1000
 	cfg.AcceptContentTypes = "application/json"
 	rc := kubernetes.NewForConfigOrDie(cfg).BatchV1().RESTClient()
+	// Each figure is the worst of the storms: a server keeps the memory of its first storm,
+	// so later storms grow it less.
 	var jobsStorm, runsStorm stormResult
 	for b.Loop() {
-		if jobsStorm, err = watchStorm(rc, "/apis/batch/v1/jobs", kubePID, benchJobs()); err != nil {
+		jobs, err := watchStorm(rc, "/apis/batch/v1/jobs", kubePID, benchJobs())
+		if err != nil {
 			b.Fatalf("jobs against kube-apiserver: %v", err)
 		}
-		if runsStorm, err = watchStorm(rc, "/apis/runs.captf.io/v1alpha1/runs", serverPID, benchJobs()); err != nil {
+		runs, err := watchStorm(rc, "/apis/runs.captf.io/v1alpha1/runs", serverPID, benchJobs())
+		if err != nil {
 			b.Fatalf("runs against captf: %v", err)
 		}
+		jobsStorm, runsStorm = jobsStorm.worst(jobs), runsStorm.worst(runs)
 	}
 	b.ReportMetric(jobsStorm.last.Seconds(), "jobs-last-s")
 	b.ReportMetric(runsStorm.last.Seconds(), "runs-last-s")
@@ -65,6 +70,16 @@ func BenchmarkAggregatedWatchStorm(b *testing.B) {
 	b.ReportMetric(float64(runsStorm.peakGrowth)/(1<<20), "captf-peak-growth-MB")
 	b.ReportMetric(float64(runsStorm.peakGrowth)/float64(max(jobsStorm.peakGrowth, 1)), "captf/kube-peak-growth")
 	b.ReportMetric(float64(runsStorm.peakGrowth)/float64(runsStorm.steadyRSS), "captf-peak-growth/steady")
+}
+
+// worst keeps the larger of each figure of r and o; the steady memory is the one the larger
+// peak growth was measured from.
+func (r stormResult) worst(o stormResult) stormResult {
+	out := stormResult{last: max(r.last, o.last), p50: max(r.p50, o.p50), steadyRSS: r.steadyRSS, peakGrowth: r.peakGrowth}
+	if o.peakGrowth >= r.peakGrowth {
+		out.steadyRSS, out.peakGrowth = o.steadyRSS, o.peakGrowth
+	}
+	return out
 }
 
 // watchStorm starts stormWatchers watches of path with their initial events, waits until each
