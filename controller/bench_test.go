@@ -136,7 +136,7 @@ func watchJobs(ctx context.Context, b *testing.B, cfg *rest.Config, ns string) *
 	if err != nil {
 		b.Fatal(err)
 	}
-	watcher, err := cs.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{LabelSelector: jobs.LabelManaged + "=" + jobs.ManagedValue, ResourceVersion: now.ResourceVersion})
+	watcher, err := cs.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{LabelSelector: jobs.ManagedSelector, ResourceVersion: now.ResourceVersion})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"slices"
-	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,6 +12,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/jobs"
 )
 
 // SlimCluster is the cache transform of Cluster API Clusters. It keeps what the reconcilers read
@@ -60,10 +60,10 @@ func SlimCluster(in any) (any, error) {
 // StripUnread is the cache transform of every kind without one of its own. It drops two parts
 // of the metadata that nothing in the controller reads and that can outweigh the rest of an
 // object: its managed fields, and kubectl's last-applied-configuration annotation (a copy of
-// the object as last applied; for a Secret, its data too). The controller never writes a cached
-// object whole: its writes are patches computed against a copy of the cached object, so what
-// is dropped here stays in the API. StripUnread changes the object it is given, which the
-// informer decoded for the cache alone.
+// the object as last applied; for a Secret, its data too). The controller's writes of cached
+// objects are patches computed against a copy of them, and the objects it updates whole
+// (Secrets, run Leases) it reads live, so what is dropped here stays in the API. StripUnread
+// changes the object it is given, which the informer decoded for the cache alone.
 func StripUnread(in any) (any, error) {
 	obj, err := meta.Accessor(in)
 	if err != nil {
@@ -127,12 +127,7 @@ func Intern(in any) (any, error) {
 	return in, nil
 }
 
-func intern(s string) string {
-	if s == "" {
-		return s
-	}
-	return unique.Make(s).Value()
-}
+var intern = jobs.Intern
 
 // internKeys returns m with its keys interned; its values are m's.
 func internKeys(m map[string]string) map[string]string {

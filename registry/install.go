@@ -21,9 +21,6 @@ import (
 	"github.com/captf/captf/jobs"
 )
 
-// ManagedJobSelector selects the Jobs captf creates.
-var ManagedJobSelector = jobs.ManagedSelector
-
 // NewSource returns a Source over a Reflector of the managed Jobs (captf.io/managed=true, stored
 // as compact records without pod template or spec) and informers of the TerraformClusters,
 // TerraformMachines and TerraformMachinePools (their history limits, plan and approval

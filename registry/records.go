@@ -673,14 +673,9 @@ func ownerRecordOf(obj any) (*ownerRecord, bool) {
 	return r, ok
 }
 
-// intern returns the canonical copy of s, so that the label keys, kinds, operations and owner
-// names that thousands of Jobs repeat are held once.
-func intern(s string) string {
-	if s == "" {
-		return ""
-	}
-	return unique.Make(s).Value()
-}
+// intern is jobs.Intern: the label keys, kinds, operations and owner names that thousands of
+// Jobs repeat are held once.
+var intern = jobs.Intern
 
 // internMap copies in with interned keys and short values; with keep set, only those keys.
 // Values are bounded as boundedAnnotation bounds a Job's; long ones (the result summary) are
