@@ -39,14 +39,6 @@ func shareEncoding(obj runtime.Object) runtime.Object {
 	return &sharedEncoding{object: obj}
 }
 
-// unshared returns the object a sharedEncoding wraps, or obj itself.
-func unshared(obj runtime.Object) runtime.Object {
-	if s, ok := obj.(*sharedEncoding); ok {
-		return s.object
-	}
-	return obj
-}
-
 // CacheEncode implements runtime.CacheableObject: the first call of an identifier encodes a
 // copy of the object, since encoders may set its kind; later calls write the same bytes.
 func (s *sharedEncoding) CacheEncode(id runtime.Identifier, encode func(runtime.Object, io.Writer) error, w io.Writer) error {

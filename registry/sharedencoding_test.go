@@ -16,6 +16,15 @@ import (
 	"github.com/captf/captf/apis/runs"
 )
 
+// unshared returns the object a sharedEncoding wraps, or obj itself: what a watcher's event
+// carries.
+func unshared(obj runtime.Object) runtime.Object {
+	if s, ok := obj.(*sharedEncoding); ok {
+		return s.object
+	}
+	return obj
+}
+
 // countingEncoder encodes a run as its name and kind, counting the calls; like the API
 // server's encoders, it sets the kind of the object it is given.
 type countingEncoder struct {
