@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(10000 30000)
 for n in "${sizes[@]}"; do
-	out=$(CAPTF_BENCH_JOBS=$n go test -count=1 -timeout 180m -run '^$' -bench '^BenchmarkAggregated' -benchtime 3x ./test/aggregated)
+	if ! out=$(CAPTF_BENCH_JOBS=$n go test -count=1 -timeout 180m -run '^$' -bench '^BenchmarkAggregated' -benchtime 3x ./test/aggregated 2>&1); then
+		echo "$out" >&2
+		exit 1
+	fi
 	echo "$out" | grep -E '^(Benchmark|FAIL|---)' >&2 || true
 	echo "$out" | awk -v n="$n" '
 		function metric(line, unit,    i, f) {

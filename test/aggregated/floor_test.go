@@ -147,7 +147,10 @@ func kubectlFloor(b *testing.B, args ...string) {
 			b.Fatal(err)
 		}
 	}
-	if s.missed > 0 {
-		b.Fatalf("kubectl made %d requests the recording does not have: the floor did not replay the same work", s.missed)
+	s.mu.Lock()
+	missed := s.missed
+	s.mu.Unlock()
+	if missed > 0 {
+		b.Fatalf("kubectl made %d requests the recording does not have: the floor did not replay the same work", missed)
 	}
 }
