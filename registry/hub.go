@@ -72,11 +72,12 @@ type hub struct {
 	now         func() time.Time
 }
 
-// initialMemoAge bounds how old shared initial objects may be; the durations of running
-// Jobs in them are computed at that time.
+// initialMemoAge bounds how old shared initial objects may be, counted from when their
+// computation ended; the durations of running Jobs in them are computed at that time.
 const initialMemoAge = time.Second
 
-// initialMemoEntry is the initial objects of one selection, computed at publish count and time.
+// initialMemoEntry is the initial objects of one selection, computed at publish count and
+// ready at time at.
 type initialMemoEntry struct {
 	published uint64
 	at        time.Time
@@ -151,7 +152,10 @@ func (h *hub) initialObjects(key string, list func() []runtime.Object) []runtime
 	for i, obj := range objects {
 		objects[i] = shareEncoding(obj)
 	}
-	h.initialMemo[key] = initialMemoEntry{published: h.published, at: now, objects: objects}
+	// Aged from when they are ready, not from when the computation started: a computation
+	// longer than initialMemoAge (100,000 Jobs) would otherwise leave every watch queued behind
+	// it to compute, and hold, a copy of its own.
+	h.initialMemo[key] = initialMemoEntry{published: h.published, at: h.now(), objects: objects}
 	return objects
 }
 

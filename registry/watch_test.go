@@ -268,3 +268,28 @@ func TestWatchesStartingTogetherShareTheirInitialObjects(t *testing.T) {
 		t.Fatalf("%d shared initial lists kept after a second without watches of the other selection, want 1", len(h.initialMemo))
 	}
 }
+
+// TestWatchesQueuedBehindASlowComputationShareIt: the shared initial objects age from when
+// their computation ends, so the watches that waited for a computation longer than the sharing
+// window still share its result instead of each computing a copy.
+func TestWatchesQueuedBehindASlowComputationShareIt(t *testing.T) {
+	clock := time.Unix(100, 0)
+	h := newHub(func() runtime.Object { return &runs.Run{} }, runFieldSet, func() time.Time { return clock })
+	computed := 0
+	slowList := func() []runtime.Object {
+		computed++
+		clock = clock.Add(3 * initialMemoAge)
+		return []runtime.Object{&runs.Run{}}
+	}
+	sel := selection{namespace: "ns"}
+	for range 3 {
+		w, err := h.watch(sel, "", slowList, func() string { return "1" }, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Stop()
+	}
+	if computed != 1 {
+		t.Fatalf("three watches behind a computation of 3s computed the objects %d times, want 1", computed)
+	}
+}
