@@ -36,8 +36,8 @@ const (
 	SumsFile = "sha256sums.txt"
 )
 
-// ldflags strip the symbol table and DWARF, which a user never needs, and the build ID, which
-// would differ between machines.
+// ldflags strip the symbol table and DWARF, which a user never needs, and the build ID, as the
+// images' binaries do, so that the binary holds only what the source and toolchain make.
 const ldflags = "-s -w -buildid="
 
 // Target is an os and arch to build the plugin for, as Go and krew name them.
