@@ -171,6 +171,17 @@ CLUSTERCTL_REPO ?= dist/clusterctl
 clusterctl-repo: ## Write the clusterctl provider repository (components, metadata.yaml, cluster template) from artifacts/ into CLUSTERCTL_REPO.
 	$(GO) run ./hack/clusterctl -artifacts artifacts -out $(CLUSTERCTL_REPO)
 
+DIST_OUT ?= dist
+# Where the archives are published: each platform's uri in the manifest is DIST_BASE_URL/<archive>.
+# Empty means the GitHub release of the version.
+DIST_BASE_URL ?=
+
+# The images' default VERSION, dev, is no version krew installs: without a VERSION given, the
+# plugin takes the release version hack/dist defaults to.
+.PHONY: dist
+dist: ## Cross-build the kubectl plugin for linux, darwin (amd64, arm64) and windows/amd64 into reproducible archives in DIST_OUT, with sha256sums.txt and the krew manifest captf.yaml (uris under DIST_BASE_URL).
+	$(GO) run ./hack/dist -out $(DIST_OUT) $(if $(filter-out dev,$(VERSION)),-version $(VERSION)) $(if $(DIST_BASE_URL),-base-url $(DIST_BASE_URL))
+
 .PHONY: run
 run: tools build ## Start a local control plane with captf installed; Ctrl-C stops it.
 	$(GO) build -o $(BIN)/localcluster ./hack/localcluster
