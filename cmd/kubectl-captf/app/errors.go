@@ -46,7 +46,12 @@ func Actionable(cmd *cobra.Command, err error) error {
 	if err == nil {
 		return nil
 	}
+	// kubectl get returns what it could not get as an Aggregate, which errors.As does not
+	// look into.
 	var agg utilerrors.Aggregate
+	if errors.As(err, &agg) && len(agg.Errors()) == 1 {
+		return Actionable(cmd, agg.Errors()[0])
+	}
 	if errors.As(err, &agg) && len(agg.Errors()) > 1 {
 		errs := make([]error, 0, len(agg.Errors()))
 		for _, e := range agg.Errors() {
