@@ -22,9 +22,10 @@ import (
 func TestRunsAndPlansPrintWhatKubectlGetPrints(t *testing.T) {
 	s := newSuite(t)
 	tc := s.Cluster("print", `{"name":"print"}`, func(c *infrav1.TerraformCluster) { c.Spec.ApplyPolicy = infrav1.ApplyPolicyManual })
-	s.Cluster("other", `{"name":"other"}`)
+	s.Cluster("demo", `{"name":"demo"}`)
 	s.waitRun("print", "apply", 1, runsv1alpha1.RunPhaseSucceeded)
-	s.waitRun("other", "apply", 1, runsv1alpha1.RunPhaseSucceeded)
+	s.waitRun("demo", "apply", 1, runsv1alpha1.RunPhaseSucceeded)
+	t.Logf("kubectl captf runs demo:\n%s", s.captf("", "", "runs", "demo").stdout)
 	s.PatchVariables(tc, `{"name":"print","size":"large"}`)
 	s.waitRun("print", "plan", 1, runsv1alpha1.RunPhaseSucceeded)
 
@@ -200,6 +201,7 @@ func TestCompletionOffersNamesFromTheCluster(t *testing.T) {
 			if r.err != nil {
 				t.Fatalf("kubectl __complete captf %v: %s", c.args, r)
 			}
+			t.Logf("kubectl __complete captf %s:\n%s", strings.Join(c.args, " "), r.stdout)
 			got := strings.Split(strings.TrimSpace(r.stdout), "\n")
 			if len(got) == 0 || got[len(got)-1] != ":4" {
 				t.Errorf("directive: want :4 (no file completion):\n%s", r.stdout)
