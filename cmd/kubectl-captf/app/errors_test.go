@@ -113,7 +113,7 @@ func TestActionable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Actionable(tc.cmd, tc.err)
 			if len(tc.want) == 0 {
-				if got != tc.err {
+				if got.Error() != tc.err.Error() {
 					t.Fatalf("Actionable = %v, want the error as it is", got)
 				}
 				return
