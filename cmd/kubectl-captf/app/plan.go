@@ -26,7 +26,7 @@ func newPlanCommand(o *Options) *cobra.Command {
 			"resources it creates, changes or destroys." + rights("get on plans (runs.captf.io), granted by the ClusterRole\n"+
 			"captf-plan-approver, and by captf-plans-edit, which the edit and admin roles aggregate."),
 		Example: templates.Examples(`
-			# Show the plan the runs of web name
+			# Show a plan of web: its hash, its counts and the resources it changes
 			kubectl captf plan captf-c-web-plan-a1-76a829`),
 		Annotations:       map[string]string{RoleAnnotation: RolePlanApprover},
 		ValidArgsFunction: CompletePlans(o, ""),
