@@ -1,5 +1,5 @@
-// Command kubectl-captf is the captf kubectl plugin: `kubectl captf runs|plan|approve|logs|why`.
-// It only parses flags and wires the streams; the commands live in package app.
+// Command kubectl-captf is the captf kubectl plugin: `kubectl captf runs|plans|plan|approve|logs|why`.
+// It only wires the streams and prints the error; the commands live in package app.
 package main
 
 import (
@@ -12,9 +12,11 @@ import (
 )
 
 func main() {
-	cmd := app.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
-	if err := cmd.Execute(); err != nil {
-		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+	root := app.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	// The command that failed names the role a 403 asks for.
+	cmd, err := root.ExecuteC()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "error: %v\n", app.Actionable(cmd, err))
 		os.Exit(1)
 	}
 }

@@ -29,8 +29,10 @@ import (
 )
 
 var (
-	sys    *system.System
-	plugin string
+	sys *system.System
+	// pluginDir holds the built kubectl-captf and the completion entry kubectl_complete-captf,
+	// put first on the PATH of every kubectl the tests run.
+	pluginDir string
 )
 
 func TestMain(m *testing.M) {
@@ -44,10 +46,18 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	plugin = filepath.Join(dir, "kubectl-captf")
-	build := exec.Command("go", "build", "-o", plugin, "github.com/captf/captf/cmd/kubectl-captf")
+	pluginDir = dir
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-captf"), "github.com/captf/captf/cmd/kubectl-captf")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "plugin: building kubectl-captf: %v\n%s", err, out)
+		return 1
+	}
+	entry, err := os.ReadFile(filepath.Join("..", "..", "cmd", "kubectl-captf", "kubectl_complete-captf"))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "kubectl_complete-captf"), entry, 0o755)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "plugin: installing kubectl_complete-captf: %v\n", err)
 		return 1
 	}
 	return system.Main(m, system.Options{})
@@ -65,7 +75,7 @@ func newSuite(t *testing.T) *suite {
 	return s
 }
 
-// result is one run of the plugin.
+// result is one run of kubectl.
 type result struct {
 	stdout, stderr string
 	err            error
@@ -75,8 +85,20 @@ func (r result) String() string {
 	return fmt.Sprintf("err: %v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
 }
 
-// captf runs the plugin in the suite's namespace, as admin or with another kubeconfig, with
-// stdin.
+// kubectl runs bin/kubectl with the plugin on PATH, as a person who installed it does.
+func (s *suite) kubectl(ctx context.Context, stdin string, args ...string) result {
+	s.T.Helper()
+	cmd := exec.CommandContext(ctx, filepath.Join(sys.Env.BinDir, "kubectl"), args...)
+	path := strings.Join([]string{pluginDir, sys.Env.BinDir, os.Getenv("PATH")}, string(os.PathListSeparator))
+	cmd.Env = append(os.Environ(), "PATH="+path)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &stdout, &stderr
+	err := cmd.Run()
+	return result{stdout: stdout.String(), stderr: stderr.String(), err: err}
+}
+
+// captf runs `kubectl captf ARGS` in the suite's namespace, as admin or with another
+// kubeconfig, with stdin.
 func (s *suite) captf(kubeconfig, stdin string, args ...string) result {
 	s.T.Helper()
 	if kubeconfig == "" {
@@ -84,11 +106,15 @@ func (s *suite) captf(kubeconfig, stdin string, args ...string) result {
 	}
 	ctx, cancel := context.WithTimeout(s.Ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, plugin, append([]string{"--kubeconfig=" + kubeconfig, "-n", s.NS}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &stdout, &stderr
-	err := cmd.Run()
-	return result{stdout: stdout.String(), stderr: stderr.String(), err: err}
+	return s.kubectl(ctx, stdin, append([]string{"captf", "--kubeconfig=" + kubeconfig, "-n", s.NS}, args...)...)
+}
+
+// get runs `kubectl get ARGS` in the suite's namespace as admin.
+func (s *suite) get(args ...string) result {
+	s.T.Helper()
+	ctx, cancel := context.WithTimeout(s.Ctx, time.Minute)
+	defer cancel()
+	return s.kubectl(ctx, "", append([]string{"get", "--kubeconfig=" + sys.Env.Kubeconfig, "-n", s.NS}, args...)...)
 }
 
 func (s *suite) eventually(what string, timeout time.Duration, cond func() (bool, error)) {
@@ -96,7 +122,7 @@ func (s *suite) eventually(what string, timeout time.Duration, cond func() (bool
 	s.Eventually(what, timeout, func(context.Context) (bool, error) { return cond() })
 }
 
-// runs lists target's runs with `kubectl captf runs TARGET -o json`.
+// runs lists target's runs, oldest first, with `kubectl captf runs TARGET -o json`.
 func (s *suite) runs(target string) []runsv1alpha1.Run {
 	s.T.Helper()
 	r := s.captf("", "", "runs", target, "-o", "json")
@@ -137,7 +163,7 @@ func (s *suite) waitWhy(target string, want *regexp.Regexp) string {
 }
 
 // TestManualPlanIsShownDeclinedRefusedAndApproved walks a Manual cluster's plan through the
-// plugin: `runs` newest first (also through kubectl's plugin lookup), `plan`, `approve` answered
+// plugin: `runs` oldest first, `plan`, `approve` answered
 // "n", an approval written by hand (refused by the install's policy), a wrong hash, a superseded
 // plan and an applied plan (each a 409 with the server's message), a missing plan, and
 // `approve --yes` by an approver, after which the apply runs.
@@ -148,23 +174,16 @@ func TestManualPlanIsShownDeclinedRefusedAndApproved(t *testing.T) {
 	s.PatchVariables(tc, `{"name":"manual","size":"large"}`)
 	planRun := s.waitRun("manual", "plan", 1, runsv1alpha1.RunPhaseSucceeded)
 
-	// runs: the plan is newer than the first apply and listed first.
+	// runs: the plan is newer than the first apply and listed last, next to the prompt.
 	runs := s.runs("manual")
-	if len(runs) < 2 || runs[0].Name != planRun.Name {
-		t.Fatalf("runs are not newest first: %v", names(runs))
+	if len(runs) < 2 || runs[len(runs)-1].Name != planRun.Name {
+		t.Fatalf("runs are not oldest first: %v", names(runs))
 	}
 	table := s.captf("", "", "runs", "manual")
-	if table.err != nil || !strings.Contains(table.stdout, "NEXT-RETRY") || strings.Index(table.stdout, planRun.Name) > strings.Index(table.stdout, runs[len(runs)-1].Name) {
+	if table.err != nil || !strings.Contains(table.stdout, "NEXT-RETRY") || strings.Index(table.stdout, planRun.Name) < strings.Index(table.stdout, runs[0].Name) {
 		t.Fatalf("runs table: %s", table)
 	}
-
 	t.Logf("kubectl captf runs manual:\n%s", table.stdout)
-	// kubectl finds the plugin on PATH and hands it its flags.
-	viaKubectl := exec.CommandContext(s.Ctx, filepath.Join(sys.Env.BinDir, "kubectl"), "captf", "--kubeconfig="+sys.Env.Kubeconfig, "-n", s.NS, "runs", "manual")
-	viaKubectl.Env = append(os.Environ(), "PATH="+filepath.Dir(plugin)+string(os.PathListSeparator)+os.Getenv("PATH"))
-	if out, err := viaKubectl.CombinedOutput(); err != nil || !strings.Contains(string(out), planRun.Name) {
-		t.Fatalf("kubectl captf runs manual: %v\n%s", err, out)
-	}
 
 	// plan: the summary and its resources.
 	var shown result
@@ -218,7 +237,8 @@ func TestManualPlanIsShownDeclinedRefusedAndApproved(t *testing.T) {
 		return r.err == nil && strings.Contains(r.stdout, "Superseded"), nil
 	})
 	superseded := s.captf(approver, "", "approve", planRun.Name, "--yes")
-	if superseded.err == nil || !strings.Contains(superseded.stderr, "409 Conflict") || !strings.Contains(superseded.stderr, "not the current plan") {
+	if superseded.err == nil || !strings.Contains(superseded.stderr, "409 Conflict") || !strings.Contains(superseded.stderr, "not the current plan") ||
+		!strings.Contains(superseded.stderr, "The current plan of TerraformCluster/manual is "+newPlan.Name) {
 		t.Fatalf("approving a superseded plan: %s", superseded)
 	}
 	t.Logf("approve <superseded>: %s", superseded.stderr)
@@ -282,8 +302,8 @@ func TestWhyExplainsUpToDateThenBackoff(t *testing.T) {
 	}
 	t.Logf("kubectl captf why web (failing):\n%s", out)
 	table := s.captf("", "", "runs", "web")
-	if table.err != nil || !regexp.MustCompile(failed.Name+`.*Failed.*in \d+s`).MatchString(table.stdout) {
-		t.Fatalf("runs does not show the next retry in words: %s", table)
+	if table.err != nil || !regexp.MustCompile(`NEXT-RETRY\n(?s:.*)`+failed.Name+` .*Failed .* \d+s\n`).MatchString(table.stdout) {
+		t.Fatalf("runs does not show the time left in the backoff window: %s", table)
 	}
 	t.Logf("kubectl captf runs web:\n%s", table.stdout)
 }

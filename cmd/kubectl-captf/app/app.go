@@ -36,16 +36,25 @@ type Options struct {
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &Options{IOStreams: streams, Flags: genericclioptions.NewConfigFlags(true), Now: time.Now}
 	root := &cobra.Command{
-		Use:           "kubectl-captf",
+		Use:           "captf",
 		Short:         "Read captf runs and plans, approve plans, read run logs and explain the next operation",
+		Long:          rootLong,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: displayName},
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// Commands are listed in the order they are added, as kubectl lists its own.
+	cobra.EnableCommandSorting = false
+	// kubectl completes through kubectl_complete-captf and __complete: no completion command.
+	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	o.Flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newRunsCommand(o), newPlanCommand(o), newApproveCommand(o), newLogsCommand(o), newWhyCommand(o))
+	root.AddGroup(&cobra.Group{ID: GroupInspect, Title: "Inspect runs and plans:"}, &cobra.Group{ID: GroupOperate, Title: "Operate on objects:"})
+	root.AddCommand(newRunsCommand(o), newPlansCommand(o), newPlanCommand(o), newApproveCommand(o), newLogsCommand(o), newWhyCommand(o))
+	root.AddCommand(newOptionsCommand())
+	useKubectlHelp(root)
 	return root
 }
 

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/captf/captf/controller/jobspec"
 )
@@ -24,8 +25,21 @@ func newLogsCommand(o *Options) *cobra.Command {
 		Long: "Print the log of the newest pod of the run's Job (label batch.kubernetes.io/job-name=RUN),\n" +
 			"container source (the runner driving OpenTofu), or with --init the init container that\n" +
 			"copies the runner in. It reads pods/log with your own rights, exactly like kubectl logs, so\n" +
-			"it works while the Job and its pod are retained.",
-		Args: cobra.ExactArgs(1),
+			"it works while the Job and its pod are retained." +
+			rights("list on pods and get on pods/log, granted by the view, edit and admin roles."),
+		GroupID: GroupInspect,
+		Example: templates.Examples(`
+			# Print what OpenTofu printed in a run
+			kubectl captf logs captf-c-web-apply-a2-81be07
+
+			# Follow a running run's log
+			kubectl captf logs captf-c-web-apply-a3-1f02c4 -f
+
+			# Print the log of the init container that copies the runner in
+			kubectl captf logs captf-c-web-apply-a2-81be07 --init`),
+		Annotations:       map[string]string{RoleAnnotation: RoleRunsView},
+		ValidArgsFunction: CompleteRuns(o),
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ns, err := o.namespace()
 			if err != nil {

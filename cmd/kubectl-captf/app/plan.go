@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubectl/pkg/util/templates"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	runsv1alpha1 "github.com/captf/captf/apis/runs/v1alpha1"
@@ -18,9 +19,18 @@ import (
 
 func newPlanCommand(o *Options) *cobra.Command {
 	return &cobra.Command{
-		Use:   "plan PLAN",
-		Short: "Show a plan: its target, phase, hash, counts and planned resources",
-		Args:  cobra.ExactArgs(1),
+		Use:     "plan PLAN",
+		GroupID: GroupInspect,
+		Short:   "Show a plan: its target, phase, hash, counts and planned resources",
+		Long: "Show a plan: its target, source, phase, the hash an approval quotes, its counts and the\n" +
+			"resources it creates, changes or destroys." + rights("get on plans (runs.captf.io), granted by the ClusterRole\n"+
+			"captf-plan-approver, and by captf-plans-edit, which the edit and admin roles aggregate."),
+		Example: templates.Examples(`
+			# Show a plan of web: its hash, its counts and the resources it changes
+			kubectl captf plan captf-c-web-plan-a1-76a829`),
+		Annotations:       map[string]string{RoleAnnotation: RolePlanApprover},
+		ValidArgsFunction: CompletePlans(o, ""),
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, plan, err := o.getPlan(cmd.Context(), args[0])
 			if err != nil {
@@ -40,8 +50,19 @@ func newApproveCommand(o *Options) *cobra.Command {
 		Long: "Show the plan, ask for confirmation unless --yes, and POST a PlanApproval quoting the\n" +
 			"plan's status.approvalHash (its plan hash, or the inputs hash of an apply blocked before a\n" +
 			"destructive plan) to plans/PLAN/approval. The server refuses with 409 Conflict when the plan\n" +
-			"is no longer the current one or the hash differs. --hash quotes a hash reviewed earlier.",
-		Args: cobra.ExactArgs(1),
+			"is no longer the current one or the hash differs. --hash quotes a hash reviewed earlier." +
+			rights("get on plans and create on plans/approval (runs.captf.io), granted by the\n"+
+				"ClusterRole captf-plan-approver, and by captf-plans-edit, which the edit and admin roles aggregate."),
+		GroupID: GroupOperate,
+		Example: templates.Examples(`
+			# Show the plan, then approve it after answering y
+			kubectl captf approve captf-c-web-plan-a1-76a829
+
+			# Approve without a question, quoting the hash reviewed earlier
+			kubectl captf approve captf-c-web-plan-a1-76a829 --yes --hash=p3:6ed896a4bf11b2cbc8fc4dd10ba4b46df4ac2e6ebbeb523efa538bda4deae0a9`),
+		Annotations:       map[string]string{RoleAnnotation: RolePlanApprover},
+		ValidArgsFunction: CompletePlans(o, runsv1alpha1.PlanPhaseAwaitingApproval),
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.approve(cmd.Context(), args[0], hash, yes, dryRun)
 		},
@@ -147,7 +168,7 @@ func (o *Options) approve(ctx context.Context, name, hash string, yes, dryRun bo
 		opts = append(opts, client.DryRunAll)
 	}
 	if err := c.SubResource("approval").Create(ctx, plan, approval, opts...); err != nil {
-		return approvalError(name, err)
+		return notApproved(ctx, c, plan, err)
 	}
 	verb := "Approved"
 	if dryRun {

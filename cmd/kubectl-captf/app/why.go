@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/kubectl/pkg/util/templates"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
@@ -39,8 +41,20 @@ func newWhyCommand(o *Options) *cobra.Command {
 		Short: "Explain which operation the controller would choose now for an object, and why",
 		Long: "Read the object, its retained Jobs, its state Secret and its durable inputs Secret, and\n" +
 			"hand them to the controller's own decision (controller/decide), read-only. Prints the\n" +
-			"operation it would start now (or that it waits), the reason, and the backoff windows.",
-		Args: cobra.ExactArgs(1),
+			"operation it would start now (or that it waits), the reason, and the backoff windows." +
+			rights("get on the object (terraformclusters, terraformmachines or terraformmachinepools),\n"+
+				"list on jobs, get on secrets, and optionally get on the Cluster API clusters (only to show a pause).\n"+
+				"captf-runs-view names the runs this reads beside them; secrets need the edit or admin role."),
+		GroupID: GroupInspect,
+		Example: templates.Examples(`
+			# Explain what the controller would do now for the TerraformCluster web
+			kubectl captf why web
+
+			# The same for the TerraformMachine web-md-0-x7k2p
+			kubectl captf why web-md-0-x7k2p --kind=machine`),
+		Annotations:       map[string]string{RoleAnnotation: RoleRunsView},
+		ValidArgsFunction: CompleteTargets(o),
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			info, err := kindNamed(kind)
 			if err != nil {
@@ -62,6 +76,7 @@ func newWhyCommand(o *Options) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&kind, "kind", kind, "the kind of TARGET: cluster, machine or machinepool")
+	cmdutil.CheckErr(cmd.RegisterFlagCompletionFunc("kind", CompleteKinds))
 	return cmd
 }
 
