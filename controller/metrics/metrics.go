@@ -65,7 +65,7 @@ var Reference = []Series{
 	{Name: "captf_plan_approval_wait_seconds", Type: "gauge", Labels: []string{"kind"},
 		Help: "How long the oldest plan of the kind awaiting approval has waited, from its condition's lastTransitionTime, at scrape time; 0 when no plan waits."},
 	{Name: "captf_backoff_windows_open", Type: "gauge", Labels: []string{"kind", "op"},
-		Help: "Objects whose op is inside its backoff window after failed Jobs (the op waits before it runs again, whatever else is due), from the Job and object caches at scrape time; 0 for every kind and op with none."},
+		Help: "Objects with an op inside its backoff window after failed Jobs (the op does not run again before the window ends), from the Job and object caches at scrape time; 0 for every kind and op with none."},
 }
 
 func find(name string) Series {
