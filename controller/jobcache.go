@@ -96,6 +96,17 @@ func (c *CachedJob) Job() batchv1.Job {
 	return job
 }
 
+// shared returns the Job that Job returns, sharing c's maps and times: for reads that neither
+// change nor keep it.
+func (c *CachedJob) shared() batchv1.Job {
+	job := batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"}, ObjectMeta: c.ObjectMeta}
+	job.Status.StartTime, job.Status.CompletionTime = c.startTime, c.completionTime
+	if c.finish != nil {
+		job.Status.Conditions = []batchv1.JobCondition{*c.finish}
+	}
+	return job
+}
+
 // finished reports whether the Job has ended, as jobs.OutcomeOf(...).Finished() would.
 func (c *CachedJob) finished() bool { return c.finish != nil }
 
@@ -179,6 +190,25 @@ func (c *JobCache) OwnerJobs(namespace string, kind jobs.Kind, name string) ([]b
 		}
 	}
 	return out, nil
+}
+
+// appendOwnerJobs appends to buf the cached Jobs labelled as runs of the named object, as Jobs
+// that share the cache's maps and times (see CachedJob.shared): for reads that neither change
+// nor keep them, such as a scrape's, which would otherwise copy every Job the cache holds.
+func (c *JobCache) appendOwnerJobs(buf []batchv1.Job, namespace string, kind jobs.Kind, name string) ([]batchv1.Job, error) {
+	if !c.informer.HasSynced() {
+		return buf, ErrJobCacheNotSynced
+	}
+	objs, err := c.informer.GetIndexer().ByIndex(byOwner, ownerKey(namespace, kind, name))
+	if err != nil {
+		return buf, fmt.Errorf("reading the Job cache: %w", err)
+	}
+	for _, o := range objs {
+		if cj, ok := o.(*CachedJob); ok {
+			buf = append(buf, cj.shared())
+		}
+	}
+	return buf, nil
 }
 
 // Len is how many Jobs the cache holds.

@@ -127,6 +127,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := metrics.RegisterPlans(opts.Registry, plansAwaitingApproval(mgr.GetCache(), opts.Clock)); err != nil {
 		return fmt.Errorf("registering the metrics of plans awaiting approval: %w", err)
 	}
+	if err := metrics.RegisterBackoff(opts.Registry, backoffWindowsOpen(mgr.GetCache(), jobCache.appendOwnerJobs, opts.Clock)); err != nil {
+		return fmt.Errorf("registering the metrics of backoff windows: %w", err)
+	}
 	base := workspace.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),

@@ -3,11 +3,7 @@
 package monitoring
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,10 +13,10 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/captf/captf/controller/metrics"
+	"github.com/captf/captf/hack/manifest"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/testenv"
 )
@@ -39,45 +35,19 @@ var kubeAPIServerSeries = map[string][]string{
 // targetLabels are the labels Prometheus adds to every scraped series, beside the series' own.
 var targetLabels = []string{"pod", "instance", "job", "namespace", "service", "endpoint", "container"}
 
-// objects reads the objects of the resources kustomization.yaml lists.
+// objects renders the kustomization as `kubectl apply -k` would and returns its objects.
 func objects(t *testing.T) []unstructured.Unstructured {
 	t.Helper()
-	var k struct {
-		Resources []string `json:"resources"`
-	}
-	data, err := os.ReadFile("kustomization.yaml")
+	rendered, err := manifest.Kustomize(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.Unmarshal(data, &k); err != nil {
-		t.Fatalf("kustomization.yaml: %v", err)
+	if len(rendered) == 0 {
+		t.Fatal("kustomization.yaml renders no objects")
 	}
-	var all []unstructured.Unstructured
-	for _, file := range k.Resources {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := reader.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			var obj unstructured.Unstructured
-			if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			if obj.Object != nil {
-				all = append(all, obj)
-			}
-		}
-	}
-	if len(all) == 0 {
-		t.Fatal("kustomization.yaml lists no objects")
+	all := make([]unstructured.Unstructured, 0, len(rendered))
+	for _, obj := range rendered {
+		all = append(all, *obj)
 	}
 	return all
 }

@@ -52,6 +52,14 @@ func TestForgedKindAndOpLabelsAddNoLabelValue(t *testing.T) {
 			},
 		},
 		{
+			name: "a started Job of a forged kind and op is counted as unknown",
+			record: func(m *Metrics) {
+				m.Started(jobs.Kind(forged), jobs.Op(forged), 1)
+				m.Started(jobs.KindMachine, jobs.Op(forged), 2)
+			},
+			want: map[string][]string{"captf_jobs_started_total": {Unknown + "/" + Unknown, "TerraformMachine/" + Unknown}},
+		},
+		{
 			name: "a decision with a forged op is counted as unknown, one without op as none",
 			record: func(m *Metrics) {
 				m.Decided(jobs.KindMachinePool, jobs.Op(forged), "UpToDate")

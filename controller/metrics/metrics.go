@@ -4,6 +4,7 @@
 package metrics
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,9 @@ import (
 
 // Metrics are the controller's series.
 type Metrics struct {
+	// JobsStarted counts the Jobs the controller started, by kind, op and whether they retry a
+	// failure.
+	JobsStarted *prometheus.CounterVec
 	// JobsTotal counts finished Jobs once each, by kind, op and result.
 	JobsTotal *prometheus.CounterVec
 	// JobDuration observes how long finished Jobs ran.
@@ -40,6 +44,8 @@ type Series struct {
 
 // Reference lists every series of the controller.
 var Reference = []Series{
+	{Name: "captf_jobs_started_total", Type: "counter", Labels: []string{"kind", "op", "retry"},
+		Help: "Jobs started, counted once each when created; retry is true for a Job that retries a failure: its retry number (see captf_job_attempts) is above 1."},
 	{Name: "captf_jobs_total", Type: "counter", Labels: []string{"kind", "op", "result"},
 		Help: "Finished Jobs, counted once each at bookkeeping."},
 	{Name: "captf_job_duration_seconds", Type: "histogram", Labels: []string{"kind", "op", "result"},
@@ -58,6 +64,8 @@ var Reference = []Series{
 		Help: "Objects whose plan waits for a person's approval (ApplyJobSucceeded Unknown, reason PlanAwaitingApproval or PlanChanged), from the object cache at scrape time; 0 for a kind with spec.applyPolicy and no plan waiting."},
 	{Name: "captf_plan_approval_wait_seconds", Type: "gauge", Labels: []string{"kind"},
 		Help: "How long the oldest plan of the kind awaiting approval has waited, from its condition's lastTransitionTime, at scrape time; 0 when no plan waits."},
+	{Name: "captf_backoff_windows_open", Type: "gauge", Labels: []string{"kind", "op"},
+		Help: "Objects with an op inside its backoff window after failed Jobs (the op does not run again before the window ends), from the Job and object caches at scrape time; 0 for every kind and op with none."},
 }
 
 func find(name string) Series {
@@ -83,6 +91,7 @@ func histogram(name string) *prometheus.HistogramVec {
 // from active, on reg.
 func New(reg prometheus.Registerer, active func() map[[2]string]int) (*Metrics, error) {
 	m := &Metrics{
+		JobsStarted:  counter("captf_jobs_started_total"),
 		JobsTotal:    counter("captf_jobs_total"),
 		JobDuration:  histogram("captf_job_duration_seconds"),
 		JobAttempts:  histogram("captf_job_attempts"),
@@ -97,8 +106,8 @@ func New(reg prometheus.Registerer, active func() map[[2]string]int) (*Metrics, 
 		m.ForceUnlocks.WithLabelValues(kind.Kind)
 	}
 	activeSeries := find("captf_jobs_active")
-	collectors := []prometheus.Collector{m.JobsTotal, m.JobDuration, m.JobAttempts, m.Decisions, m.LeaseWaits, m.ForceUnlocks,
-		&activeCollector{active: active, desc: prometheus.NewDesc(activeSeries.Name, activeSeries.Help, activeSeries.Labels, nil)}}
+	collectors := []prometheus.Collector{m.JobsStarted, m.JobsTotal, m.JobDuration, m.JobAttempts, m.Decisions, m.LeaseWaits, m.ForceUnlocks,
+		&countCollector{counts: active, desc: prometheus.NewDesc(activeSeries.Name, activeSeries.Help, activeSeries.Labels, nil)}}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -128,6 +137,22 @@ func RegisterPlans(reg prometheus.Registerer, waits func() map[string]PlanWaits)
 	})
 }
 
+// RegisterBackoff registers on reg the gauge of backoff windows open, computed at scrape time
+// from open: the objects inside an op's backoff window, by kind and op as KindLabel and OpLabel
+// report them. Every kind and op is reported, 0 when none is counted; open returns nil when it
+// cannot tell (e.g. a cache has not synced), and the series are then absent rather than a
+// misleading 0.
+func RegisterBackoff(reg prometheus.Registerer, open func() map[[2]string]int) error {
+	s := find("captf_backoff_windows_open")
+	var zeros [][2]string
+	for _, kind := range infrav1.Kinds {
+		for _, op := range jobs.Ops() {
+			zeros = append(zeros, [2]string{kind.Kind, string(op)})
+		}
+	}
+	return reg.Register(&countCollector{counts: open, zeros: zeros, desc: prometheus.NewDesc(s.Name, s.Help, s.Labels, nil)})
+}
+
 // Unknown is the kind or op label of a Job whose own label is not one of captf's, such as a
 // Job someone else labeled: the series stay within the fixed sets whatever a Job says.
 const Unknown = "unknown"
@@ -148,6 +173,12 @@ func OpLabel(op jobs.Op) string {
 		return Unknown
 	}
 	return string(op)
+}
+
+// Started records a Job the controller created; retry is the Job's retry number (see
+// jobs.RetryNumber), the value captf_job_attempts records should it succeed.
+func (m *Metrics) Started(kind jobs.Kind, op jobs.Op, retry int) {
+	m.JobsStarted.WithLabelValues(KindLabel(kind), OpLabel(op), strconv.FormatBool(retry > 1)).Inc()
 }
 
 // Finished records a bookkept Job.
@@ -174,22 +205,31 @@ func (m *Metrics) Decided(kind jobs.Kind, op jobs.Op, reason string) {
 	m.Decisions.WithLabelValues(KindLabel(kind), o, reason).Inc()
 }
 
-// activeCollector reports the running Jobs at scrape time, so the gauge can never drift from the
-// Jobs that exist. The counts come by kind and op as the Jobs' labels say; it reports them by
-// KindLabel and OpLabel.
-type activeCollector struct {
-	active func() map[[2]string]int
+// countCollector reports a gauge by kind and op computed at scrape time (the running Jobs, the
+// backoff windows open), so it can never drift from the objects it counts. The counts come by
+// kind and op as the Jobs' labels say; it reports them by KindLabel and OpLabel, with 0 for each
+// of zeros that has no count.
+type countCollector struct {
+	counts func() map[[2]string]int
+	zeros  [][2]string
 	desc   *prometheus.Desc
 }
 
-func (c *activeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *countCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
-func (c *activeCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.active == nil {
+func (c *countCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.counts == nil {
+		return
+	}
+	read := c.counts()
+	if read == nil {
 		return
 	}
 	counts := map[[2]string]int{}
-	for key, n := range c.active() {
+	for _, key := range c.zeros {
+		counts[key] = 0
+	}
+	for key, n := range read {
 		counts[[2]string{KindLabel(jobs.Kind(key[0])), OpLabel(jobs.Op(key[1]))}] += n
 	}
 	for key, n := range counts {

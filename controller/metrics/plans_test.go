@@ -123,13 +123,17 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 func (r *recorder) Unregister(prometheus.Collector) bool { return false }
 
 // TestEveryReferenceSeriesIsRegistered: Reference documents the series and the alerting rules are
-// checked against it, so New and RegisterPlans together register exactly the series it lists.
+// checked against it, so New, RegisterPlans and RegisterBackoff together register exactly the
+// series it lists.
 func TestEveryReferenceSeriesIsRegistered(t *testing.T) {
 	reg := &recorder{}
 	if _, err := New(reg, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := RegisterPlans(reg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := RegisterBackoff(reg, nil); err != nil {
 		t.Fatal(err)
 	}
 	descs := make(chan *prometheus.Desc, 64)

@@ -271,7 +271,7 @@ func (r *Reconciler) OwnJobs(ctx context.Context, reader client.Reader, obj clie
 	if err := reader.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels(jobs.OwnerLabels(r.Kind, obj.GetName()))); err != nil {
 		return nil, fmt.Errorf("listing Jobs: %w", err)
 	}
-	return ownRuns(list.Items, obj), nil
+	return OwnRuns(list.Items, obj), nil
 }
 
 // ownJobs lists obj's retained Jobs from the Job cache, or through Client without one.
@@ -283,11 +283,12 @@ func (r *Reconciler) ownJobs(ctx context.Context, obj client.Object) ([]batchv1.
 	if err != nil {
 		return nil, fmt.Errorf("listing Jobs: %w", err)
 	}
-	return ownRuns(labelled, obj), nil
+	return OwnRuns(labelled, obj), nil
 }
 
-// ownRuns keeps the Jobs of labelled whose controller reference is obj and whose op is known.
-func ownRuns(labelled []batchv1.Job, obj client.Object) []batchv1.Job {
+// OwnRuns keeps the Jobs of labelled whose controller reference is obj and whose op is known:
+// the runs of obj that every decision reads, whatever else is labelled as its.
+func OwnRuns(labelled []batchv1.Job, obj client.Object) []batchv1.Job {
 	var own []batchv1.Job
 	for _, j := range labelled {
 		// A Job without a known op was not made by the controller, whatever its owner says.

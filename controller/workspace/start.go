@@ -235,6 +235,7 @@ func (p *pass) reportStarted(ctx context.Context, created *batchv1.Job, d decide
 		p.event(created, corev1.EventTypeWarning, EventEnvDropped, "Left out environment variables the runner controls: %v", dropped)
 	}
 	p.event(created, corev1.EventTypeNormal, EventJobCreated, "Started %s Job %s, attempt %d (%s)", d.Op, created.Name, attempt, d.Reason)
+	p.r.Metrics.Started(p.r.Kind, d.Op, jobs.RetryNumber(created, p.jobs))
 	if src.digestUnknown {
 		p.event(created, corev1.EventTypeWarning, EventDigestUnknown, "Job %s runs %s as written: no digest is pinned for it yet", created.Name, src.image)
 	}
