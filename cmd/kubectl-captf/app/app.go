@@ -23,6 +23,12 @@ import (
 	runsv1alpha1 "github.com/captf/captf/apis/runs/v1alpha1"
 )
 
+// The command groups of the root help, as kubectl groups its own.
+const (
+	groupInspect = "inspect"
+	groupOperate = "operate"
+)
+
 // Options are what every command shares: the streams, the kubeconfig flags and the clock.
 type Options struct {
 	genericiooptions.IOStreams
@@ -45,7 +51,10 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	o.Flags.AddFlags(root.PersistentFlags())
+	root.AddGroup(&cobra.Group{ID: groupInspect, Title: "Inspect runs and plans:"})
+	root.AddGroup(&cobra.Group{ID: groupOperate, Title: "Operate on objects:"})
 	root.AddCommand(newRunsCommand(o), newPlanCommand(o), newApproveCommand(o), newLogsCommand(o), newWhyCommand(o))
+	root.AddCommand(newHistoryCommand(o), newSuspendCommand(o), newResumeCommand(o), newReconcileCommand(o), newReplanCommand(o), newUnlockCommand(o))
 	return root
 }
 
