@@ -106,8 +106,13 @@ func (s *suite) userWithRole(name, role string) string {
 // runOf returns target's run of op and attempt, if it exists.
 func (s *suite) runOf(target, op string, attempt int32) (runsv1alpha1.Run, bool) {
 	s.T.Helper()
+	// The suite's client knows no runs.captf.io; the plugin's scheme does.
+	c, err := client.New(sys.Env.Config, client.Options{Scheme: app.Scheme()})
+	if err != nil {
+		s.T.Fatal(err)
+	}
 	var list runsv1alpha1.RunList
-	if err := s.C.List(s.Ctx, &list, client.InNamespace(s.NS), client.MatchingFields{"spec.target.name": target}); err != nil {
+	if err := c.List(s.Ctx, &list, client.InNamespace(s.NS), client.MatchingFields{"spec.target.name": target}); err != nil {
 		s.T.Fatal(err)
 	}
 	for _, r := range list.Items {

@@ -66,47 +66,20 @@ func (o *Options) unlock(ctx context.Context, name, kind string, yes bool) error
 	if err != nil {
 		return err
 	}
+	held, err := o.readLock(ctx, c, t)
+	if err != nil || held == nil {
+		return err
+	}
+	o.printLock(t, held)
+	if !workspace.PodDone(held.pod) {
+		return fmt.Errorf("the lock of %s is in use: its holder's pod %s still runs (phase %s%s); wait for it to end, or delete that pod", t, held.pod.Name, held.pod.Status.Phase, deleting(held.pod))
+	}
 	objKind := jobs.Kind(t.Kind.Kind)
-	leaseName := state.LockLeaseName(jobs.StateSecretSuffix(ns, objKind, name))
-	var lease coordinationv1.Lease
-	switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: leaseName}, &lease); {
-	case apierrors.IsNotFound(err):
-		_, err := fmt.Fprintf(o.Out, "The state of %s is not locked: it has no lock Lease %s yet.\n", t, leaseName)
-		return err
-	case apierrors.IsForbidden(err):
-		return fmt.Errorf("reading the lock Lease %s: %w (bind ClusterRole %s for get on leases)", leaseName, err, RoleOperator)
-	case err != nil:
-		return fmt.Errorf("reading the lock Lease %s: %w", leaseName, err)
-	}
-	lock, held := workspace.ReadStateLock(&lease)
-	if !held {
-		_, err := fmt.Fprintf(o.Out, "The state of %s is not locked (Lease %s has no holder).\n", t, leaseName)
-		return err
-	}
-	// The pod the holder names, when it names one in the namespace: whose ever it is, a pod
-	// that still runs may still use the state.
-	var pod *corev1.Pod
-	if host := lock.Host(); host != "" && len(validation.IsDNS1123Subdomain(host)) == 0 {
-		var p corev1.Pod
-		switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: host}, &p); {
-		case err == nil:
-			pod = &p
-		case apierrors.IsForbidden(err):
-			return fmt.Errorf("reading pod %s, which the lock holder names: %w (bind ClusterRole %s for get on pods)", host, err, RoleOperator)
-		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("reading pod %s, which the lock holder names: %w", host, err)
-		}
-	}
-	o.printLock(t, leaseName, lock, pod)
-	if !workspace.PodDone(pod) {
-		return fmt.Errorf("the lock of %s is in use: its holder's pod %s still runs (phase %s%s); wait for it to end, or delete that pod", t, pod.Name, pod.Status.Phase, deleting(pod))
-	}
 	var ownPod *corev1.Pod
-	if lock.OwnPod(objKind, name) != "" {
-		ownPod = pod
+	if held.lock.OwnPod(objKind, name) != "" {
+		ownPod = held.pod
 	}
-	verdict := workspace.JudgeStateLock(lock, objKind, name, ownPod)
-	if verdict.StaleID != "" {
+	if verdict := workspace.JudgeStateLock(held.lock, objKind, name, ownPod); verdict.StaleID != "" {
 		fmt.Fprintf(o.Out, "Stale:     yes: a pod of this object's Jobs took it and is gone or finished (the controller would also release it before the next run)\n")
 	} else {
 		fmt.Fprintf(o.Out, "Stale:     unknown: %s; release it only if you know that holder is dead\n", verdict.HeldBy)
@@ -121,26 +94,79 @@ func (o *Options) unlock(ctx context.Context, name, kind string, yes bool) error
 			return err
 		}
 	}
-	// Unlock as the backend does: no holder, no details. Update carries the resourceVersion
-	// read, so it fails rather than release a lock someone took since.
+	return o.release(ctx, c, t, held)
+}
+
+// heldLock is a held state lock as read: its Lease, the lock, and the pod the holder's host
+// names in the namespace (nil when there is none).
+type heldLock struct {
+	lease *coordinationv1.Lease
+	lock  workspace.StateLock
+	pod   *corev1.Pod
+}
+
+// readLock reads the object's state lock and the pod its holder names; nil, after saying so,
+// when the state is not locked.
+func (o *Options) readLock(ctx context.Context, c client.Client, t target) (*heldLock, error) {
+	ns := t.Obj.GetNamespace()
+	leaseName := state.LockLeaseName(jobs.StateSecretSuffix(ns, jobs.Kind(t.Kind.Kind), t.Obj.GetName()))
+	var lease coordinationv1.Lease
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: leaseName}, &lease); {
+	case apierrors.IsNotFound(err):
+		_, err := fmt.Fprintf(o.Out, "The state of %s is not locked: it has no lock Lease %s yet.\n", t, leaseName)
+		return nil, err
+	case apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("reading the lock Lease %s: %w (bind ClusterRole %s for get on leases)", leaseName, err, RoleOperator)
+	case err != nil:
+		return nil, fmt.Errorf("reading the lock Lease %s: %w", leaseName, err)
+	}
+	lock, locked := workspace.ReadStateLock(&lease)
+	if !locked {
+		_, err := fmt.Fprintf(o.Out, "The state of %s is not locked (Lease %s has no holder).\n", t, leaseName)
+		return nil, err
+	}
+	held := &heldLock{lease: &lease, lock: lock}
+	// The pod the holder names, when it names one: whose ever it is, a pod that still runs may
+	// still use the state.
+	host := lock.Host()
+	if host == "" || len(validation.IsDNS1123Subdomain(host)) > 0 {
+		return held, nil
+	}
+	var pod corev1.Pod
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: host}, &pod); {
+	case err == nil:
+		held.pod = &pod
+	case apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("reading pod %s, which the lock holder names: %w (bind ClusterRole %s for get on pods)", host, err, RoleOperator)
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("reading pod %s, which the lock holder names: %w", host, err)
+	}
+	return held, nil
+}
+
+// release unlocks as the backend does: no holder, no details. Update carries the
+// resourceVersion read, so it fails rather than release a lock someone took since.
+func (o *Options) release(ctx context.Context, c client.Client, t target, held *heldLock) error {
+	lease := held.lease
 	lease.Spec.HolderIdentity = nil
 	delete(lease.Annotations, workspace.LockInfoAnnotation)
-	switch err := c.Update(ctx, &lease); {
+	switch err := c.Update(ctx, lease); {
 	case apierrors.IsConflict(err):
-		return fmt.Errorf("the lock Lease %s changed since it was read: nothing was released; run `kubectl captf unlock %s` again to see its holder now", leaseName, name)
+		return fmt.Errorf("the lock Lease %s changed since it was read: nothing was released; run `kubectl captf unlock %s` again to see its holder now", lease.Name, t.Obj.GetName())
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("releasing the lock Lease %s: %w (bind ClusterRole %s for update on leases)", leaseName, err, RoleOperator)
+		return fmt.Errorf("releasing the lock Lease %s: %w (bind ClusterRole %s for update on leases)", lease.Name, err, RoleOperator)
 	case err != nil:
-		return fmt.Errorf("releasing the lock Lease %s: %w", leaseName, err)
+		return fmt.Errorf("releasing the lock Lease %s: %w", lease.Name, err)
 	}
-	_, err = fmt.Fprintf(o.Out, "Released the state lock %s of %s.\n", orNone(lock.ID), t)
+	_, err := fmt.Fprintf(o.Out, "Released the state lock %s of %s.\n", orNone(held.lock.ID), t)
 	return err
 }
 
 // printLock shows the lock and its holder.
-func (o *Options) printLock(t target, leaseName string, lock workspace.StateLock, pod *corev1.Pod) {
+func (o *Options) printLock(t target, held *heldLock) {
+	lock, pod := held.lock, held.pod
 	fmt.Fprintf(o.Out, "Object:    %s\n", t)
-	fmt.Fprintf(o.Out, "Lease:     %s\n", leaseName)
+	fmt.Fprintf(o.Out, "Lease:     %s\n", held.lease.Name)
 	if !lock.Readable {
 		fmt.Fprintf(o.Out, "Lock:      %s (its details in %s cannot be read)\n", lock.Holder, workspace.LockInfoAnnotation)
 		return
