@@ -357,7 +357,7 @@ func TestVerbsHistory(t *testing.T) {
 		return text.err == nil && strings.Contains(text.stdout, "open until"), nil
 	})
 	t.Logf("$ kubectl captf history hist\n%s", text.stdout)
-	timeline := regexp.MustCompile(`(?s)TerraformCluster/hist\n  apply\n    ATTEMPT.*\n    1 .*Succeeded.*\n    2 .*Failed .*1m0s, open until .*step/apply`)
+	timeline := regexp.MustCompile(`(?s)TerraformCluster/hist\n  apply\n    ATTEMPT.*\n    1 .*Succeeded.*\n    2 .*Failed .*1m0s, open until .*step/\w+`)
 	if !timeline.MatchString(text.stdout) {
 		t.Fatalf("history is not the apply timeline, oldest first:\n%s", text.stdout)
 	}
