@@ -69,6 +69,13 @@ const (
 	AnnotationApprovedAt = "captf.io/approved-at"
 	// AnnotationRestoreState on an object asks for a restore of the backup with this serial.
 	AnnotationRestoreState = "captf.io/restore-state"
+	// AnnotationReplan on a TerraformCluster under applyPolicy Manual asks for a fresh plan:
+	// each new value is one request. Every plan Job started while the object carries it records
+	// the value on itself, so a request is planned once.
+	AnnotationReplan = "captf.io/replan"
+	// AnnotationReconcileRequestedAt on an object asks for a pass now (kubectl captf reconcile
+	// writes the time): the object's change alone brings the pass, so nothing reads the value.
+	AnnotationReconcileRequestedAt = "captf.io/reconcile-requested-at"
 	// AnnotationInterruptedApply on the durable inputs Secret names an apply Job that vanished
 	// while it ran.
 	AnnotationInterruptedApply = "captf.io/interrupted-apply"

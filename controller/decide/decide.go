@@ -50,6 +50,9 @@ const (
 	// IdentityNotAllowed: the object's identity lends it no credentials (IdentityAllowed says
 	// why); nothing starts, a destroy included, unless the infrastructure is abandoned.
 	IdentityNotAllowed = "IdentityNotAllowed"
+	// ReplanRequested: a person asked for a fresh plan (captf.io/replan) of a Manual object
+	// whose apply is due, and no plan Job started since carries the request.
+	ReplanRequested = "ReplanRequested"
 
 	// BackoffSuffix marks a due op that waits for its backoff window, e.g. InputsChangedBackoff.
 	BackoffSuffix = "Backoff"
@@ -117,6 +120,9 @@ type Input struct {
 	Plan *Plan
 	// ApprovedPlan is the plan hash a person approved (captf.io/approve-plan).
 	ApprovedPlan string
+	// Replan is the value of captf.io/replan: a request for a fresh plan, handled once a plan Job
+	// carries it (ReplanPending).
+	Replan string
 	// Guarded is set when applies stop before a destructive plan (clusters under Automatic).
 	Guarded bool
 	// ApprovedDestructive is the inputs hash whose destructive plan a person approved
@@ -173,6 +179,9 @@ type Decision struct {
 	// instances its backup holds.
 	RestoreSerial    string
 	RestoreResources int
+	// Replan is the captf.io/replan request a started plan serves: any plan started while the
+	// object carries one is fresher than the request.
+	Replan string
 }
 
 // Decide applies the priority table: the first matching row wins.
@@ -245,8 +254,11 @@ func (in Input) remediation() (Decision, bool) {
 func (in Input) gated(reason string, remediation bool) (Decision, bool) {
 	if in.Manual {
 		plan := in.Plan
+		if ReplanPending(in.Jobs, in.Replan) {
+			return in.startPlan(ReplanRequested), true
+		}
 		if plan == nil || plan.InputsHash != in.CurrentInputsHash || !strings.HasPrefix(plan.PlanHash, jobs.PlanHashPrefix) {
-			return in.start(jobs.OpPlan, reason), true
+			return in.startPlan(reason), true
 		}
 		if in.ApprovedPlan != plan.PlanHash && plan.PlanHash != jobs.EmptyPlanHash {
 			return Decision{Reason: PlanAwaitingApproval, RequeueAfter: ApprovalRequeue}, false
@@ -265,6 +277,30 @@ func (in Input) gated(reason string, remediation bool) (Decision, bool) {
 		}
 	}
 	return d, true
+}
+
+// startPlan starts a plan, which serves any replan request the object carries.
+func (in Input) startPlan(reason string) Decision {
+	d := in.start(jobs.OpPlan, reason)
+	if d.Op == jobs.OpPlan {
+		d.Replan = in.Replan
+	}
+	return d
+}
+
+// ReplanPending reports whether request, a captf.io/replan value, still asks for a plan: it is
+// set and no retained plan Job carries it. Every plan Job started while the object carries the
+// request records it, and pruning keeps an op's newest Job, so a handled request stays handled.
+func ReplanPending(all []batchv1.Job, request string) bool {
+	if request == "" {
+		return false
+	}
+	for _, j := range jobs.OpJobs(all, jobs.OpPlan) {
+		if j.Annotations[jobs.AnnotationReplan] == request {
+			return false
+		}
+	}
+	return true
 }
 
 func (in Input) startApply(reason string, remediation bool) Decision {

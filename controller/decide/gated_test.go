@@ -71,6 +71,53 @@ func TestGatedApplies(t *testing.T) {
 				t.Errorf("decision %+v", d)
 			}
 		}},
+		{"ReplanRequested: a plan waiting for approval is planned again", func(in *Input) {
+			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: planHash}
+			in.Replan = "2026-11-01T12:00:00Z"
+			in.Jobs = append(in.Jobs, job(jobs.OpPlan, 1, jobs.OutcomeSucceeded, 900))
+		}, jobs.OpPlan, ReplanRequested, func(t *testing.T, d Decision) {
+			if d.Replan != "2026-11-01T12:00:00Z" || d.Names.CurrentInputsHash != "h1:new" {
+				t.Errorf("decision %+v", d)
+			}
+		}},
+		{"ReplanRequested: an approved plan not yet applied is planned again", func(in *Input) {
+			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: planHash}
+			in.ApprovedPlan, in.Replan = planHash, "r1"
+		}, jobs.OpPlan, ReplanRequested, nil},
+		{"ReplanRequested: a request a plan Job carries is planned once", func(in *Input) {
+			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: planHash}
+			in.Replan = "r1"
+			in.Jobs = append(in.Jobs, job(jobs.OpPlan, 2, jobs.OutcomeSucceeded, 900, jobs.AnnotationReplan, "r1"))
+		}, "", PlanAwaitingApproval, nil},
+		{"ReplanRequested: a new request after a handled one plans again", func(in *Input) {
+			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: planHash}
+			in.Replan = "r2"
+			in.Jobs = append(in.Jobs, job(jobs.OpPlan, 2, jobs.OutcomeSucceeded, 900, jobs.AnnotationReplan, "r1"))
+		}, jobs.OpPlan, ReplanRequested, nil},
+		{"ReplanRequested: a plan for changed inputs serves the request too", func(in *Input) {
+			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:newer", &Plan{InputsHash: "h1:new", PlanHash: planHash}
+			in.Replan = "r1"
+			in.Jobs = append(in.Jobs, job(jobs.OpPlan, 2, jobs.OutcomeSucceeded, 900, jobs.AnnotationReplan, "r1"))
+		}, jobs.OpPlan, InputsChanged, func(t *testing.T, d Decision) {
+			if d.Replan != "r1" {
+				t.Errorf("the plan does not record the request it serves: %+v", d)
+			}
+		}},
+		{"ReplanRequested: the plan's backoff window is not skipped", func(in *Input) {
+			in.Manual, in.CurrentInputsHash, in.Plan = true, "h1:new", &Plan{InputsHash: "h1:new", PlanHash: planHash}
+			in.Replan = "r1"
+			in.Jobs = append(in.Jobs, job(jobs.OpPlan, 2, jobs.OutcomeFailed, 999))
+		}, "", ReplanRequested + BackoffSuffix, func(t *testing.T, d Decision) {
+			if d.Backoff == nil || d.Replan != "" {
+				t.Errorf("decision %+v", d)
+			}
+		}},
+		{"ReplanRequested: with no apply due the request waits", func(in *Input) {
+			in.Manual, in.Replan = true, "r1"
+		}, "", UpToDate, nil},
+		{"ReplanRequested: an object under Automatic ignores the request", func(in *Input) {
+			in.CurrentInputsHash, in.Replan = "h1:new", "r1"
+		}, jobs.OpApply, InputsChanged, nil},
 		{"manual: the first apply with no state is never held", func(in *Input) {
 			in.Manual, in.State, in.Jobs = true, state.State{}, nil
 		}, jobs.OpApply, NoState, nil},

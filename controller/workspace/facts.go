@@ -232,6 +232,7 @@ func (r *Reconciler) decideInput(obj infrav1.Workspace, f Facts, st state.State,
 	}
 	if planned, ok := obj.(infrav1.Planned); ok && planned.ManualApply() {
 		in.Manual, in.Guarded = true, false
+		in.Replan = obj.GetAnnotations()[jobs.AnnotationReplan]
 		if plan := *planned.PlanPreview(); plan != nil {
 			in.Plan = &decide.Plan{InputsHash: plan.InputsHash, PlanHash: plan.PlanHash}
 		}

@@ -179,3 +179,68 @@ func TestStateLockTextOthersWroteIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestJudgeStateLock: the stale-lock rule on its own, as the controller and `kubectl captf
+// unlock` apply it to a lock Lease and the pod its holder names.
+func TestJudgeStateLock(t *testing.T) {
+	ownPod := func() string {
+		name, _ := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: "web", Op: jobs.OpApply, Attempt: 3, InputsHash: "h1:x"})
+		return name + "-ab12c"
+	}()
+	lease := func(holder, info string) *coordinationv1.Lease {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{workspace.LockInfoAnnotation: info}}}
+		if holder != "" {
+			l.Spec.HolderIdentity = ptr.To(holder)
+		}
+		return l
+	}
+	details := func(who string) string {
+		data, _ := json.Marshal(map[string]string{"ID": "lock-1", "Operation": "OperationTypeApply", "Who": who, "Created": "2026-11-01T12:00:00Z"})
+		return string(data)
+	}
+	pod := func(phase corev1.PodPhase, deleting bool) *corev1.Pod {
+		p := &corev1.Pod{Status: corev1.PodStatus{Phase: phase}}
+		if deleting {
+			p.DeletionTimestamp = &metav1.Time{}
+		}
+		return p
+	}
+	for _, tt := range []struct {
+		rule      string
+		lease     *coordinationv1.Lease
+		pod       *corev1.Pod
+		wantHeld  bool
+		wantStale bool
+		wantText  string // in HeldBy
+	}{
+		{rule: "a Lease without a holder is no lock", lease: lease("", details("root@"+ownPod))},
+		{rule: "a gone pod of the object's Jobs left a stale lock", lease: lease("lock-1", details("root@"+ownPod)), wantHeld: true, wantStale: true},
+		{rule: "a succeeded pod of the object's Jobs left a stale lock", lease: lease("lock-1", details("root@"+ownPod)), pod: pod(corev1.PodSucceeded, false), wantHeld: true, wantStale: true},
+		{rule: "a failed pod of the object's Jobs left a stale lock", lease: lease("lock-1", details("root@"+ownPod)), pod: pod(corev1.PodFailed, false), wantHeld: true, wantStale: true},
+		{rule: "a running pod of the object's Jobs holds the lock", lease: lease("lock-1", details("root@"+ownPod)), pod: pod(corev1.PodRunning, false), wantHeld: true, wantText: "running pod " + ownPod},
+		{rule: "a finished pod being deleted still holds the lock", lease: lease("lock-1", details("root@"+ownPod)), pod: pod(corev1.PodFailed, true), wantHeld: true, wantText: "running pod"},
+		{rule: "someone else's host is never stale", lease: lease("lock-1", details("alice@laptop")), wantHeld: true, wantText: `held by "alice@laptop"`},
+		{rule: "another object's pod is never stale", lease: lease("lock-1", details("root@"+strings.Replace(ownPod, "web", "api", 1))), wantHeld: true, wantText: "held by"},
+		{rule: "unreadable details are never stale", lease: lease("lock-1", "{not json"), wantHeld: true, wantText: "unreadable details"},
+	} {
+		t.Run(tt.rule, func(t *testing.T) {
+			lock, held := workspace.ReadStateLock(tt.lease)
+			if held != tt.wantHeld {
+				t.Fatalf("held = %v, want %v", held, tt.wantHeld)
+			}
+			if !held {
+				return
+			}
+			v := workspace.JudgeStateLock(lock, jobs.KindCluster, "web", tt.pod)
+			if stale := v.StaleID == "lock-1"; stale != tt.wantStale || (v.HeldBy != "") == tt.wantStale {
+				t.Fatalf("verdict %+v, want stale %v", v, tt.wantStale)
+			}
+			if !strings.Contains(v.HeldBy, tt.wantText) {
+				t.Errorf("HeldBy %q lacks %q", v.HeldBy, tt.wantText)
+			}
+			if lock.Readable && lock.Created != "2026-11-01T12:00:00Z" {
+				t.Errorf("Created %q", lock.Created)
+			}
+		})
+	}
+}

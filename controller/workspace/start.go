@@ -82,7 +82,7 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		Name: name, Op: d.Op, Attempt: attempt, InputsHash: hash,
 		Policy: spec.Jobs, Source: source, RunnerImage: p.r.RunnerImage,
 		StateSuffix: p.stateSuffix(), Annotations: annotations,
-		PlanKeySecret: planKey, ForceUnlock: lock.staleID, GuardDeletes: d.Guard,
+		PlanKeySecret: planKey, ForceUnlock: lock.StaleID, GuardDeletes: d.Guard,
 		AllowDeletesHash: d.AllowDeletesHash, ExpectPlan: d.ExpectPlan, CredentialsSecret: mirror,
 	}
 	if d.Op == jobs.OpRestore {
@@ -191,8 +191,9 @@ func (p *pass) acquireRunLease(ctx context.Context, op jobs.Op, job string) (req
 }
 
 // jobAnnotations are the annotations of the Job a decision starts: why it runs (after a failed
-// or an interrupted apply, to remediate drift, the restore it performs) and the approval it
-// carries out, with who gave it, since a successful apply consumes the object's annotations.
+// or an interrupted apply, to remediate drift, the restore it performs, the replan request it
+// serves) and the approval it carries out, with who gave it, since a successful apply consumes
+// the object's annotations.
 func jobAnnotations(d decide.Decision, interruptedApply string, objAnnotations map[string]string, exportsHash string, held bool) map[string]string {
 	annotations := map[string]string{}
 	if d.Op == jobs.OpApply && exportsHash != "" {
@@ -223,11 +224,14 @@ func jobAnnotations(d decide.Decision, interruptedApply string, objAnnotations m
 	if d.Op == jobs.OpRestore {
 		annotations[jobs.AnnotationRestoreSerial] = d.RestoreSerial
 	}
+	if d.Replan != "" {
+		annotations[jobs.AnnotationReplan] = d.Replan
+	}
 	return annotations
 }
 
 // reportStarted records a started Job in the status, the log, events and metrics.
-func (p *pass) reportStarted(ctx context.Context, created *batchv1.Job, d decide.Decision, attempt int32, src runSource, lock lockVerdict) {
+func (p *pass) reportStarted(ctx context.Context, created *batchv1.Job, d decide.Decision, attempt int32, src runSource, lock LockVerdict) {
 	status := p.status()
 	setJobStarted(status, p.stamp(), created.Name, d.Op, attempt, d.Reason)
 	logf.FromContext(ctx).Info("started Job", "job", created.Name, "op", d.Op, "attempt", attempt, "reason", d.Reason, "image", src.image)
@@ -240,12 +244,12 @@ func (p *pass) reportStarted(ctx context.Context, created *batchv1.Job, d decide
 		p.event(created, corev1.EventTypeWarning, EventDigestUnknown, "Job %s runs %s as written: no digest is pinned for it yet", created.Name, src.image)
 	}
 	switch {
-	case lock.staleID != "":
+	case lock.StaleID != "":
 		p.r.Metrics.ForceUnlocks.WithLabelValues(string(p.r.Kind)).Inc()
-		p.event(created, corev1.EventTypeWarning, EventForceUnlocked, "Job %s releases the stale state lock %s, left by a pod of this object's Jobs that is gone or finished", created.Name, lock.staleID)
-	case lock.heldBy != "":
-		setStateLocked(status, p.stamp(), lock.heldBy)
-		p.event(created, corev1.EventTypeWarning, EventStateLocked, "The state is locked (%s); Job %s waits up to lockTimeoutSeconds for it", lock.heldBy, created.Name)
+		p.event(created, corev1.EventTypeWarning, EventForceUnlocked, "Job %s releases the stale state lock %s, left by a pod of this object's Jobs that is gone or finished", created.Name, lock.StaleID)
+	case lock.HeldBy != "":
+		setStateLocked(status, p.stamp(), lock.HeldBy)
+		p.event(created, corev1.EventTypeWarning, EventStateLocked, "The state is locked (%s); Job %s waits up to lockTimeoutSeconds for it", lock.HeldBy, created.Name)
 	}
 	switch {
 	case d.ExpectPlan != "":

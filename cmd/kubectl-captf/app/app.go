@@ -52,7 +52,8 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root.SetErr(streams.ErrOut)
 	o.Flags.AddFlags(root.PersistentFlags())
 	root.AddGroup(&cobra.Group{ID: GroupInspect, Title: "Inspect runs and plans:"}, &cobra.Group{ID: GroupOperate, Title: "Operate on objects:"})
-	root.AddCommand(newRunsCommand(o), newPlansCommand(o), newPlanCommand(o), newApproveCommand(o), newLogsCommand(o), newWhyCommand(o))
+	root.AddCommand(newRunsCommand(o), newPlansCommand(o), newPlanCommand(o), newHistoryCommand(o), newLogsCommand(o), newWhyCommand(o))
+	root.AddCommand(newApproveCommand(o), newSuspendCommand(o), newResumeCommand(o), newReconcileCommand(o), newReplanCommand(o), newUnlockCommand(o))
 	root.AddCommand(newOptionsCommand())
 	useKubectlHelp(root)
 	return root

@@ -12,53 +12,25 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-
-	runsv1alpha1 "github.com/captf/captf/apis/runs/v1alpha1"
 )
 
 var now = time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)
 
-func TestNextRetry(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		backoff *runsv1alpha1.Backoff
-		want    string
-	}{
-		{name: "no window is a dash", want: None},
-		{name: "an open window says how long", backoff: &runsv1alpha1.Backoff{RetryAfter: metav1.NewTime(now.Add(45 * time.Second))}, want: "in 45s"},
-		{name: "a partial second rounds up", backoff: &runsv1alpha1.Backoff{RetryAfter: metav1.NewTime(now.Add(44*time.Second + time.Millisecond))}, want: "in 45s"},
-		{name: "minutes are shown with seconds", backoff: &runsv1alpha1.Backoff{RetryAfter: metav1.NewTime(now.Add(3*time.Minute + 5*time.Second))}, want: "in 3m5s"},
-		{name: "a passed window is now", backoff: &runsv1alpha1.Backoff{RetryAfter: metav1.NewTime(now.Add(-time.Second))}, want: "now"},
-		{name: "the end of the window is now", backoff: &runsv1alpha1.Backoff{RetryAfter: metav1.NewTime(now)}, want: "now"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := NextRetry(tc.backoff, now); got != tc.want {
-				t.Errorf("NextRetry = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestSortNewestFirst(t *testing.T) {
-	run := func(name string, age time.Duration, attempt int32) runsv1alpha1.Run {
-		return runsv1alpha1.Run{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(now.Add(-age))}, Spec: runsv1alpha1.RunSpec{Attempt: attempt}}
-	}
+func TestUntil(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		runs []runsv1alpha1.Run
+		t    time.Time
 		want string
 	}{
-		{name: "newer creation first", runs: []runsv1alpha1.Run{run("old", time.Hour, 1), run("new", time.Minute, 1)}, want: "new,old"},
-		{name: "same second: higher attempt first", runs: []runsv1alpha1.Run{run("a1", 0, 1), run("a2", 0, 2)}, want: "a2,a1"},
+		{"a time in the future is counted in whole seconds", now.Add(45 * time.Second), "in 45s"},
+		{"a partial second rounds up", now.Add(44*time.Second + time.Millisecond), "in 45s"},
+		{"minutes read as kubectl's ages", now.Add(3*time.Minute + 20*time.Second), "in 3m20s"},
+		{"the time itself is now", now, "now"},
+		{"a past time is now", now.Add(-time.Minute), "now"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			SortNewestFirst(tc.runs)
-			var got []string
-			for _, r := range tc.runs {
-				got = append(got, r.Name)
-			}
-			if strings.Join(got, ",") != tc.want {
-				t.Errorf("order = %v, want %s", got, tc.want)
+			if got := Until(tc.t, now); got != tc.want {
+				t.Errorf("Until(%v) = %q, want %q", tc.t.Sub(now), got, tc.want)
 			}
 		})
 	}

@@ -43,14 +43,16 @@ func newPlanCommand(o *Options) *cobra.Command {
 
 func newApproveCommand(o *Options) *cobra.Command {
 	var yes, dryRun bool
-	var hash string
+	var hash, allFor string
 	cmd := &cobra.Command{
-		Use:   "approve PLAN",
+		Use:   "approve (PLAN | --all-for TARGET)",
 		Short: "Approve a plan by the hash shown, after confirmation",
 		Long: "Show the plan, ask for confirmation unless --yes, and POST a PlanApproval quoting the\n" +
 			"plan's status.approvalHash (its plan hash, or the inputs hash of an apply blocked before a\n" +
 			"destructive plan) to plans/PLAN/approval. The server refuses with 409 Conflict when the plan\n" +
-			"is no longer the current one or the hash differs. --hash quotes a hash reviewed earlier." +
+			"is no longer the current one or the hash differs. --hash quotes a hash reviewed earlier.\n" +
+			"--all-for TARGET approves the one plan of the objects named TARGET that waits for approval\n" +
+			"(phase AwaitingApproval), and refuses when none or several wait." +
 			rights("get on plans and create on plans/approval (runs.captf.io), granted by the\n"+
 				"ClusterRole captf-plan-approver, and by captf-plans-edit, which the edit and admin roles aggregate."),
 		GroupID: GroupOperate,
@@ -59,18 +61,70 @@ func newApproveCommand(o *Options) *cobra.Command {
 			kubectl captf approve captf-c-web-plan-a1-76a829
 
 			# Approve without a question, quoting the hash reviewed earlier
-			kubectl captf approve captf-c-web-plan-a1-76a829 --yes --hash=p3:6ed896a4bf11b2cbc8fc4dd10ba4b46df4ac2e6ebbeb523efa538bda4deae0a9`),
+			kubectl captf approve captf-c-web-plan-a1-76a829 --yes --hash=p3:6ed896a4bf11b2cbc8fc4dd10ba4b46df4ac2e6ebbeb523efa538bda4deae0a9
+
+			# Approve the one plan of the objects named web that waits
+			kubectl captf approve --all-for web`),
 		Annotations:       map[string]string{RoleAnnotation: RolePlanApprover},
 		ValidArgsFunction: CompletePlans(o, runsv1alpha1.PlanPhaseAwaitingApproval),
-		Args:              cobra.ExactArgs(1),
+		Args:              cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case allFor != "" && len(args) == 1:
+				return fmt.Errorf("give either PLAN or --all-for TARGET, not both")
+			case allFor != "":
+				name, err := o.waitingPlanOf(cmd.Context(), allFor)
+				if err != nil {
+					return err
+				}
+				args = []string{name}
+			case len(args) == 0:
+				return fmt.Errorf("give the PLAN to approve, or --all-for TARGET (list the plans with `kubectl get plans`)")
+			}
 			return o.approve(cmd.Context(), args[0], hash, yes, dryRun)
 		},
 	}
+	cmd.Flags().StringVar(&allFor, "all-for", "", "approve the one plan of the objects named TARGET that waits for approval")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "approve without asking")
 	cmd.Flags().StringVar(&hash, "hash", "", "the hash to quote instead of the plan's status.approvalHash")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "let the server decide, but write nothing")
 	return cmd
+}
+
+// waitingPlanOf returns the name of the one plan of the objects named target that waits for
+// approval; none or several is an error that lists the plans.
+func (o *Options) waitingPlanOf(ctx context.Context, target string) (string, error) {
+	ns, err := o.namespace()
+	if err != nil {
+		return "", err
+	}
+	c, err := o.client()
+	if err != nil {
+		return "", err
+	}
+	var plans runsv1alpha1.PlanList
+	if err := c.List(ctx, &plans, client.InNamespace(ns), client.MatchingFields{"spec.target.name": target}); err != nil {
+		return "", fmt.Errorf("listing the plans of %s in namespace %s: %w", target, ns, err)
+	}
+	var name string
+	var waiting, others []string
+	for _, p := range plans.Items {
+		desc := fmt.Sprintf("%s (%s/%s, %s)", p.Name, p.Spec.Target.Kind, p.Spec.Target.Name, orNone(string(p.Status.Phase)))
+		if p.Status.Phase == runsv1alpha1.PlanPhaseAwaitingApproval {
+			name, waiting = p.Name, append(waiting, desc)
+		} else {
+			others = append(others, desc)
+		}
+	}
+	switch {
+	case len(waiting) == 1:
+		return name, nil
+	case len(waiting) > 1:
+		return "", fmt.Errorf("%d plans of %q wait for approval: %s; approve one by name with `kubectl captf approve PLAN`", len(waiting), target, strings.Join(waiting, ", "))
+	case len(others) > 0:
+		return "", fmt.Errorf("no plan of %q waits for approval in namespace %s; its plans: %s", target, ns, strings.Join(others, ", "))
+	}
+	return "", fmt.Errorf("no plan of %q waits for approval in namespace %s: it has no plans (is it a TerraformCluster with spec.applyPolicy: Manual?)", target, ns)
 }
 
 // getPlan reads a plan in the namespace; a 404 becomes a clear error.

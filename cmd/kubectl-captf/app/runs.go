@@ -1,29 +1,37 @@
 package app
 
 import (
-	"sort"
+	"encoding/json"
+	"fmt"
+	"io"
 
 	runsv1alpha1 "github.com/captf/captf/apis/runs/v1alpha1"
 )
-
-// SortNewestFirst orders runs by creation time, newest first; runs created in the same second
-// are ordered by attempt, then name, both descending.
-func SortNewestFirst(runs []runsv1alpha1.Run) {
-	sort.SliceStable(runs, func(i, j int) bool {
-		a, b := runs[i], runs[j]
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return b.CreationTimestamp.Before(&a.CreationTimestamp)
-		}
-		if a.Spec.Attempt != b.Spec.Attempt {
-			return a.Spec.Attempt > b.Spec.Attempt
-		}
-		return a.Name > b.Name
-	})
-}
 
 func orNone(s string) string {
 	if s == "" {
 		return None
 	}
 	return s
+}
+
+// runError is a run's error as KIND/STEP, or its kind alone.
+func runError(e *runsv1alpha1.RunError) string {
+	switch {
+	case e == nil:
+		return None
+	case e.Step != "":
+		return e.Kind + "/" + e.Step
+	}
+	return orNone(e.Kind)
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding JSON: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
 }

@@ -90,6 +90,9 @@ type Why struct {
 	// cluster-name label has spec.paused (workspace.PauseOf reads both); PausedBy says which.
 	Paused   bool
 	PausedBy string
+	// Suspended is set when the pause is the object's own annotation, which `kubectl captf
+	// suspend` writes and `resume` removes.
+	Suspended bool
 	// Dependents describes the machines and pools a deleted cluster waits for.
 	Dependents string
 	// Dependencies are what Cluster API provides for a run: owner, cluster, bootstrap data.
@@ -132,7 +135,8 @@ func Explain(ctx context.Context, c client.Client, r *workspace.Reconciler, ns, 
 	if err != nil {
 		return nil, err
 	}
-	return &Why{Kind: r.Kind, Namespace: ns, Name: name, Paused: pause.Paused, PausedBy: pause.Why, Dependents: facts.Dependents, Dependencies: facts.Dependencies, Credentials: facts.Credentials, StateSuffix: suffix, RenderErr: facts.RenderErr, Input: in, Decision: decide.Decide(in)}, nil
+	_, suspended := obj.GetAnnotations()[workspace.PausedAnnotation]
+	return &Why{Kind: r.Kind, Namespace: ns, Name: name, Paused: pause.Paused, PausedBy: pause.Why, Suspended: suspended, Dependents: facts.Dependents, Dependencies: facts.Dependencies, Credentials: facts.Credentials, StateSuffix: suffix, RenderErr: facts.RenderErr, Input: in, Decision: decide.Decide(in)}, nil
 }
 
 // reasons explains the decision's reasons in words.
@@ -158,6 +162,7 @@ var reasons = map[string]string{
 	decide.Abandoned:              "the object is being deleted and captf.io/abandon-infrastructure names its UID: no destroy runs, the finalizer is dropped and the infrastructure is left as it is",
 	decide.WaitingForDependents:   "the cluster is being deleted and its machines and pools are deleted first",
 	decide.IdentityNotAllowed:     "the object's TerraformClusterIdentity lends its namespace no credentials, so no run starts, a destroy included (see IdentityAllowed)",
+	decide.ReplanRequested:        "a fresh plan was requested (captf.io/replan, kubectl captf replan) and no plan Job started since serves it",
 	decide.DependenciesNotReady:   "a run needs what Cluster API provides (the owner that names this object back, the cluster's infrastructure and exports, the bootstrap data), and it is not all there",
 }
 
@@ -166,7 +171,10 @@ func (w *Why) Print(out io.Writer) error {
 	var b strings.Builder
 	in, d := w.Input, w.Decision
 	fmt.Fprintf(&b, "%s %s/%s\n", w.Kind, w.Namespace, w.Name)
-	if w.Paused {
+	switch {
+	case w.Suspended:
+		fmt.Fprintf(&b, "Paused:   suspended by annotation %s, resume with `kubectl captf resume %s`; the controller starts nothing; once resumed:\n", workspace.PausedAnnotation, w.Name)
+	case w.Paused:
 		fmt.Fprintf(&b, "Paused:   %s, so the controller starts nothing; once the pause ends:\n", w.PausedBy)
 	}
 	reason, held := strings.CutSuffix(d.Reason, decide.BackoffSuffix)

@@ -1,6 +1,6 @@
 // Package authz checks with SubjectAccessReviews against the real kube-apiserver, under the RBAC
 // of artifacts/, that each identity can do what it needs and nothing on a list of things it must
-// not: a view-only user, a plan approver, an editor, and the ServiceAccounts of the aggregated
+// not: a view-only user, a plan approver, an editor, an operator, and the ServiceAccounts of the aggregated
 // API server and of the controller.
 package authz
 
@@ -102,7 +102,7 @@ func TestLeastPrivilege(t *testing.T) {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for user, role := range map[string]string{"viewer": "view", "approver": "captf-plan-approver", "editor": "edit"} {
+	for user, role := range map[string]string{"viewer": "view", "approver": "captf-plan-approver", "editor": "edit", "operator": "captf-operator"} {
 		_, err := kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: user},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
@@ -116,13 +116,14 @@ func TestLeastPrivilege(t *testing.T) {
 	for _, c := range []check{
 		{who: person("viewer"), verb: "get", group: "runs.captf.io", resource: "runs", namespace: ns, allowed: true},
 		{who: person("editor"), verb: "create", group: "runs.captf.io", resource: "plans", subresource: "approval", namespace: ns, allowed: true},
+		{who: person("editor"), verb: "patch", group: "infrastructure.cluster.x-k8s.io", resource: "terraformclusters", namespace: ns, allowed: true},
 	} {
 		if err := rel.Poll(60*time.Second, func() (bool, error) { return allowed(ctx, kube, c) }); err != nil {
 			t.Fatalf("%s: never allowed: %v", c, err)
 		}
 	}
 
-	viewer, approver, editor := person("viewer"), person("approver"), person("editor")
+	viewer, approver, editor, operator := person("viewer"), person("approver"), person("editor"), person("operator")
 	apiserver, ctrl := serviceAccount("captf-system", "captf-apiserver"), serviceAccount("captf-system", "captf-controller")
 	const infra, runs = "infrastructure.cluster.x-k8s.io", "runs.captf.io"
 	checks := []check{
@@ -142,9 +143,36 @@ func TestLeastPrivilege(t *testing.T) {
 		{approver, "patch", infra, "terraformclusters", "status", ns, "", false},
 		{approver, "get", "", "secrets", "", ns, "", false},
 		{approver, "create", runs, "plans", "approval", "other", "", false},
-		// An editor reads and approves plans.
+		{viewer, "update", "coordination.k8s.io", "leases", "", ns, "", false},
+		// An editor reads and approves plans, and has the operator's rights.
 		{editor, "list", runs, "plans", "", ns, "", true},
 		{editor, "create", runs, "plans", "approval", ns, "", true},
+		{editor, "patch", infra, "terraformmachines", "", ns, "", true},
+		{editor, "update", "coordination.k8s.io", "leases", "", ns, "", true},
+		// An operator (kubectl captf suspend, resume, reconcile, replan, unlock) annotates the
+		// objects, reads the lock holder's pod and releases the lock Lease, and nothing more.
+		{operator, "get", infra, "terraformclusters", "", ns, "", true},
+		{operator, "list", infra, "terraformmachines", "", ns, "", true},
+		{operator, "patch", infra, "terraformclusters", "", ns, "", true},
+		{operator, "patch", infra, "terraformmachines", "", ns, "", true},
+		{operator, "patch", infra, "terraformmachinepools", "", ns, "", true},
+		{operator, "get", "coordination.k8s.io", "leases", "", ns, "", true},
+		{operator, "update", "coordination.k8s.io", "leases", "", ns, "", true},
+		{operator, "get", "", "pods", "", ns, "", true},
+		{operator, "list", runs, "runs", "", ns, "", true},
+		{operator, "update", infra, "terraformclusters", "", ns, "", false},
+		{operator, "delete", infra, "terraformclusters", "", ns, "", false},
+		{operator, "create", infra, "terraformclusters", "", ns, "", false},
+		{operator, "patch", infra, "terraformclusters", "status", ns, "", false},
+		{operator, "patch", infra, "terraformclusteridentities", "", "", "", false},
+		{operator, "create", "coordination.k8s.io", "leases", "", ns, "", false},
+		{operator, "delete", "coordination.k8s.io", "leases", "", ns, "", false},
+		{operator, "get", "", "secrets", "", ns, "", false},
+		{operator, "delete", "", "pods", "", ns, "", false},
+		{operator, "create", "", "pods", "exec", ns, "", false},
+		{operator, "get", runs, "plans", "", ns, "", false},
+		{operator, "create", runs, "plans", "approval", ns, "", false},
+		{operator, "patch", infra, "terraformclusters", "", "other", "", false},
 		// The aggregated API server: reads Jobs and the kinds, patches approvals, delegates auth.
 		{apiserver, "list", "batch", "jobs", "", "", "", true},
 		{apiserver, "watch", "batch", "jobs", "", "", "", true},
