@@ -75,7 +75,7 @@ func newHistoryCommand(o *Options) *cobra.Command {
 		},
 	}
 	addKindFlag(cmd, &kind)
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format. One of: (json, yaml).")
 	return cmd
 }
 

@@ -57,8 +57,8 @@ func newLogsCommand(o *Options) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the log while the run runs")
-	cmd.Flags().BoolVar(&init, "init", false, "print the runner init container's log instead")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "Follow the log while the run runs.")
+	cmd.Flags().BoolVar(&init, "init", false, "Print the runner init container's log instead.")
 	return cmd
 }
 

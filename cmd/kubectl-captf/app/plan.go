@@ -84,10 +84,10 @@ func newApproveCommand(o *Options) *cobra.Command {
 			return o.approve(cmd.Context(), args[0], hash, yes, dryRun)
 		},
 	}
-	cmd.Flags().StringVar(&allFor, "all-for", "", "approve the one plan of the objects named TARGET that waits for approval")
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "approve without asking")
-	cmd.Flags().StringVar(&hash, "hash", "", "the hash to quote instead of the plan's status.approvalHash")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "let the server decide, but write nothing")
+	cmd.Flags().StringVar(&allFor, "all-for", "", "Approve the one plan of the objects named TARGET that waits for approval.")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Approve without asking.")
+	cmd.Flags().StringVar(&hash, "hash", "", "The hash to quote instead of the plan's status.approvalHash.")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Let the server decide, but write nothing.")
 	return cmd
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
@@ -82,14 +83,8 @@ func findTarget(ctx context.Context, c client.Client, ns, name, kind string) (ta
 
 // addKindFlag adds --kind, which picks the kind when a name is ambiguous.
 func addKindFlag(cmd *cobra.Command, kind *string) {
-	cmd.Flags().StringVar(kind, "kind", "", "the kind of TARGET when several captf objects have its name: "+kindNames())
-	_ = cmd.RegisterFlagCompletionFunc("kind", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		var names []string
-		for _, k := range infrav1.Kinds {
-			names = append(names, k.Name)
-		}
-		return names, cobra.ShellCompDirectiveNoFileComp
-	})
+	cmd.Flags().StringVar(kind, "kind", "", "The kind of TARGET when several captf objects have its name: "+kindNames()+".")
+	cmdutil.CheckErr(cmd.RegisterFlagCompletionFunc("kind", CompleteKinds))
 }
 
 // setAnnotation sets an annotation of the target by a merge patch (value nil removes it): only

@@ -47,7 +47,7 @@ func newUnlockCommand(o *Options) *cobra.Command {
 		},
 	}
 	addKindFlag(cmd, &kind)
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "release without asking")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Release without asking.")
 	return cmd
 }
 

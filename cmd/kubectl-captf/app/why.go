@@ -75,7 +75,7 @@ func newWhyCommand(o *Options) *cobra.Command {
 			return w.Print(o.Out)
 		},
 	}
-	cmd.Flags().StringVar(&kind, "kind", kind, "the kind of TARGET: cluster, machine or machinepool")
+	cmd.Flags().StringVar(&kind, "kind", kind, "The kind of TARGET: cluster, machine or machinepool.")
 	cmdutil.CheckErr(cmd.RegisterFlagCompletionFunc("kind", CompleteKinds))
 	return cmd
 }
