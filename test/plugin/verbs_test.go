@@ -1,13 +1,9 @@
 package plugin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -30,37 +26,10 @@ import (
 	"github.com/captf/captf/jobs"
 )
 
-// verbOutput is one run of `kubectl captf …`.
-type verbOutput struct {
-	stdout, stderr string
-	err            error
-}
-
-func (r verbOutput) String() string {
-	return fmt.Sprintf("err: %v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
-}
-
-// kubectlCaptf runs `kubectl captf ARGS` through the real kubectl, which finds the built plugin
-// on PATH, in the suite's namespace with kubeconfig (the admin's when empty) and stdin.
-func (s *suite) kubectlCaptf(kubeconfig, stdin string, args ...string) verbOutput {
-	s.T.Helper()
-	if kubeconfig == "" {
-		kubeconfig = sys.Env.Kubeconfig
-	}
-	ctx, cancel := context.WithTimeout(s.Ctx, time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(sys.Env.BinDir, "kubectl"), append([]string{"captf", "--kubeconfig=" + kubeconfig, "-n", s.NS}, args...)...)
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(plugin)+string(os.PathListSeparator)+os.Getenv("PATH"))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &stdout, &stderr
-	err := cmd.Run()
-	return verbOutput{stdout: stdout.String(), stderr: stderr.String(), err: err}
-}
-
 // mustCaptf runs `kubectl captf ARGS` and fails the test unless it succeeds and prints want.
-func (s *suite) mustCaptf(kubeconfig, stdin string, want []string, args ...string) verbOutput {
+func (s *suite) mustCaptf(kubeconfig, stdin string, want []string, args ...string) result {
 	s.T.Helper()
-	r := s.kubectlCaptf(kubeconfig, stdin, args...)
+	r := s.captf(kubeconfig, stdin, args...)
 	if r.err != nil {
 		s.T.Fatalf("kubectl captf %s: %s", strings.Join(args, " "), r)
 	}
@@ -74,9 +43,9 @@ func (s *suite) mustCaptf(kubeconfig, stdin string, want []string, args ...strin
 }
 
 // failCaptf runs `kubectl captf ARGS` and fails the test unless it fails with want on stderr.
-func (s *suite) failCaptf(kubeconfig, stdin, want string, args ...string) verbOutput {
+func (s *suite) failCaptf(kubeconfig, stdin, want string, args ...string) result {
 	s.T.Helper()
-	r := s.kubectlCaptf(kubeconfig, stdin, args...)
+	r := s.captf(kubeconfig, stdin, args...)
 	if r.err == nil || !strings.Contains(r.stderr, want) {
 		s.T.Fatalf("kubectl captf %s: want a failure with %q, got %s", strings.Join(args, " "), want, r)
 	}
@@ -262,7 +231,7 @@ func TestVerbsReplanThenApproveAllFor(t *testing.T) {
 	}
 	// Planned once: the request is served, the new plan waits.
 	s.Eventually("the replanned plan waits for approval", 2*time.Minute, func(context.Context) (bool, error) {
-		r := s.kubectlCaptf("", "", "why", "manual")
+		r := s.captf("", "", "why", "manual")
 		return r.err == nil && strings.Contains(r.stdout, "Decision: start nothing (PlanAwaitingApproval)"), nil
 	})
 	if r, ok := s.runOf("manual", "plan", 3); ok {
@@ -351,9 +320,9 @@ func TestVerbsHistory(t *testing.T) {
 	s.awaitRun("hist", "apply", 2, 3*time.Minute, runsv1alpha1.RunPhaseFailed)
 	viewer := s.userWithRole("viewer", app.RoleRunsView)
 
-	var text verbOutput
+	var text result
 	s.Eventually("history shows the failure's window", time.Minute, func(context.Context) (bool, error) {
-		text = s.kubectlCaptf(viewer, "", "history", "hist")
+		text = s.captf(viewer, "", "history", "hist")
 		return text.err == nil && strings.Contains(text.stdout, "open until"), nil
 	})
 	t.Logf("$ kubectl captf history hist\n%s", text.stdout)
