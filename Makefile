@@ -105,9 +105,10 @@ verify-generated: $(GEN_TOOLS) ## Fail when generated files are not up to date.
 	hack/verify-codegen.sh
 
 .PHONY: build
-build: ## Build the binaries into bin/, static as the images hold them.
+build: ## Build the binaries into bin/, static as the images hold them, with the plugin's completion entry beside kubectl-captf.
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/...
+	install -m 0755 cmd/kubectl-captf/kubectl_complete-captf $(BIN)/
 
 .PHONY: fmt
 fmt: ## Format the Go code.
