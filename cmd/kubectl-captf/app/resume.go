@@ -27,15 +27,7 @@ func newResumeCommand(o *Options) *cobra.Command {
 		Annotations:       map[string]string{RoleAnnotation: RoleOperator},
 		ValidArgsFunction: CompleteTargets(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ns, err := o.namespace()
-			if err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			t, err := findTarget(cmd.Context(), c, ns, args[0], kind)
+			c, t, err := o.lookupTarget(cmd.Context(), args[0], kind)
 			if err != nil {
 				return err
 			}

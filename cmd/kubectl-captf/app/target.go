@@ -35,6 +35,21 @@ type target struct {
 // String is Kind/name, as the runs table shows targets.
 func (t target) String() string { return t.Kind.Kind + "/" + t.Obj.GetName() }
 
+// lookupTarget connects with the user's flags and reads the object of that name in the
+// namespace of -n (see findTarget).
+func (o *Options) lookupTarget(ctx context.Context, name, kind string) (client.Client, target, error) {
+	ns, err := o.namespace()
+	if err != nil {
+		return nil, target{}, err
+	}
+	c, err := o.client()
+	if err != nil {
+		return nil, target{}, err
+	}
+	t, err := findTarget(ctx, c, ns, name, kind)
+	return c, t, err
+}
+
 // findTarget reads the object of that name: of the kind --kind names, or else the one object of
 // that name among the captf kinds. Several objects of the name are an error that lists their
 // kinds, so a verb never acts on a guess.

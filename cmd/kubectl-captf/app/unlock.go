@@ -54,15 +54,7 @@ func newUnlockCommand(o *Options) *cobra.Command {
 // unlock shows the state lock of the object named name, refuses while its holder's pod runs,
 // asks unless yes, and releases it.
 func (o *Options) unlock(ctx context.Context, name, kind string, yes bool) error {
-	ns, err := o.namespace()
-	if err != nil {
-		return err
-	}
-	c, err := o.client()
-	if err != nil {
-		return err
-	}
-	t, err := findTarget(ctx, c, ns, name, kind)
+	c, t, err := o.lookupTarget(ctx, name, kind)
 	if err != nil {
 		return err
 	}
