@@ -24,6 +24,8 @@ import (
 
 // run is the body of a pass, before the status patch.
 func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
+	// Whatever the pass decides, it is the pass a reconcile request asked for.
+	setReconcileHandled(p.status(), p.obj.GetAnnotations()[jobs.AnnotationReconcileRequestedAt])
 	if err := p.listJobs(ctx); err != nil {
 		return ctrl.Result{}, err
 	}

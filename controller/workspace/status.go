@@ -278,6 +278,19 @@ func setSource(s *infrav1.WorkspaceStatus, image, digest string) {
 	}
 }
 
+// maxReconcileRequest is the longest captf.io/reconcile-requested-at value the status
+// records (status.lastHandledReconcileAt's maxLength): a longer one, which kubectl captf
+// reconcile never writes, would make the whole status write fail.
+const maxReconcileRequest = 64
+
+// setReconcileHandled records request, the object's captf.io/reconcile-requested-at value, as
+// handled by this pass.
+func setReconcileHandled(s *infrav1.WorkspaceStatus, request string) {
+	if request != "" && len(request) <= maxReconcileRequest {
+		s.LastHandledReconcileAt = request
+	}
+}
+
 // setPaused reports whether the object or its Cluster is paused.
 func setPaused(s *infrav1.WorkspaceStatus, at stamp, pause Pause) {
 	if pause.Paused {

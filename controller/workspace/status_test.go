@@ -343,6 +343,29 @@ func TestSetSource(t *testing.T) {
 	}
 }
 
+func TestSetReconcileHandled(t *testing.T) {
+	for _, tc := range []struct {
+		rule     string
+		recorded string
+		request  string
+		want     string
+	}{
+		{"a request is recorded as handled", "", "2026-12-03T10:00:00.123456789Z", "2026-12-03T10:00:00.123456789Z"},
+		{"a newer request replaces the one handled before", "2026-12-03T10:00:00Z", "2026-12-03T10:05:00Z", "2026-12-03T10:05:00Z"},
+		{"no request keeps the last one handled", "2026-12-03T10:00:00Z", "", "2026-12-03T10:00:00Z"},
+		{"a value longer than the status holds is not recorded", "2026-12-03T10:00:00Z", strings.Repeat("x", maxReconcileRequest+1), "2026-12-03T10:00:00Z"},
+		{"a value of the longest length the status holds is recorded", "", strings.Repeat("x", maxReconcileRequest), strings.Repeat("x", maxReconcileRequest)},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			s := infrav1.WorkspaceStatus{LastHandledReconcileAt: tc.recorded}
+			setReconcileHandled(&s, tc.request)
+			if s.LastHandledReconcileAt != tc.want {
+				t.Fatalf("lastHandledReconcileAt = %q, want %q", s.LastHandledReconcileAt, tc.want)
+			}
+		})
+	}
+}
+
 func TestSetDependencies(t *testing.T) {
 	applied := func(s *infrav1.WorkspaceStatus) {
 		setOpCondition(s, at, jobs.OpApply, metav1.ConditionTrue, conditions.ReasonApplySucceeded, "applied")

@@ -177,7 +177,20 @@ func TestVerbsReconcile(t *testing.T) {
 	if err := s.C.Update(s.Ctx, settings); err != nil {
 		t.Fatal(err)
 	}
-	s.mustCaptf(operator, "", []string{"Requested a pass of TerraformCluster/again (captf.io/reconcile-requested-at="}, "reconcile", "again")
+	out := s.mustCaptf(operator, "", []string{"Requested a pass of TerraformCluster/again (captf.io/reconcile-requested-at="}, "reconcile", "again")
+	requested := regexp.MustCompile(`reconcile-requested-at=([^)]+)\)`).FindStringSubmatch(out.stdout)
+	if requested == nil {
+		t.Fatalf("reconcile names no requested value:\n%s", out)
+	}
+	// The controller records the request it passed over: evidence of the pass itself, which the
+	// apply below could also owe to the controller's next look at the sources.
+	s.Eventually("the controller records the reconcile request as handled", 20*time.Second, func(ctx context.Context) (bool, error) {
+		var got infrav1.TerraformCluster
+		if err := s.C.Get(ctx, client.ObjectKeyFromObject(tc), &got); err != nil {
+			return false, err
+		}
+		return got.Status.LastHandledReconcileAt == requested[1], nil
+	})
 	// Well within the minute after which the controller would read the source anyway.
 	s.awaitRun("again", "apply", 2, 20*time.Second, runsv1alpha1.RunPhaseRunning, runsv1alpha1.RunPhaseSucceeded)
 	s.awaitRun("again", "apply", 2, 3*time.Minute, runsv1alpha1.RunPhaseSucceeded)

@@ -226,6 +226,13 @@ type WorkspaceStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// lastHandledReconcileAt is the value of the captf.io/reconcile-requested-at annotation
+	// (kubectl captf reconcile) when the controller last passed over the object: a request has
+	// had its pass once its value shows here. Values longer than 64 characters are not copied.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+
 	// activeJob is the Job that runs now, if any.
 	// +optional
 	ActiveJob *ActiveJob `json:"activeJob,omitempty"`

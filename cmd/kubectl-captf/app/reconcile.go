@@ -20,7 +20,8 @@ func newReconcileCommand(o *Options) *cobra.Command {
 			"controller at once instead of at its next scheduled look: it books finished runs and starts\n" +
 			"what is due now. It decides as any pass does, so it does not skip an open backoff window\n" +
 			"(the command says until when each stays open), does not start a drift check before its\n" +
-			"interval, and starts nothing on a suspended object.\n\n" +
+			"interval, and starts nothing on a suspended object. The pass has happened once the\n" +
+			"object's status.lastHandledReconcileAt shows the value written.\n\n" +
 			"Rights needed: get and patch on terraformclusters, terraformmachines and\n" +
 			"terraformmachinepools (infrastructure.cluster.x-k8s.io), granted by ClusterRole " + RoleOperator + ";\n" +
 			"list on runs.runs.captf.io to show the open backoff windows.",
