@@ -22,8 +22,7 @@ func newReconcileCommand(o *Options) *cobra.Command {
 			"(the command says until when each stays open), does not start a drift check before its\n" +
 			"interval, and starts nothing on a suspended object. The pass has happened once the\n" +
 			"object's status.lastHandledReconcileAt shows the value written.\n\n" +
-			"Rights needed: get and patch on terraformclusters, terraformmachines and\n" +
-			"terraformmachinepools (infrastructure.cluster.x-k8s.io), granted by ClusterRole " + RoleOperator + ";\n" +
+			patchObjectsRights + ";\n" +
 			"list on runs.runs.captf.io to show the open backoff windows.",
 		Example: "  # Look at the TerraformCluster web again now, e.g. after fixing a variable Secret\n" +
 			"  kubectl captf reconcile web",

@@ -17,8 +17,7 @@ func newResumeCommand(o *Options) *cobra.Command {
 			"TerraformCluster, TerraformMachine or TerraformMachinePool named TARGET; the change brings a\n" +
 			"pass of the controller at once. A pause that comes from the Cluster API Cluster's\n" +
 			"spec.paused (clusterctl move sets it) is the Cluster's: resume leaves it alone and says so.\n\n" +
-			"Rights needed: get and patch on terraformclusters, terraformmachines and\n" +
-			"terraformmachinepools (infrastructure.cluster.x-k8s.io), granted by ClusterRole " + RoleOperator + ";\n" +
+			patchObjectsRights + ";\n" +
 			"get on clusters.cluster.x-k8s.io to tell whether the Cluster still pauses it (optional).",
 		Example: "  # Let the controller run the TerraformCluster web again\n" +
 			"  kubectl captf resume web",

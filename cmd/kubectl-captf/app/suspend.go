@@ -20,8 +20,7 @@ func newSuspendCommand(o *Options) *cobra.Command {
 			"running finishes. `kubectl captf why TARGET` shows the pause, and `kubectl captf resume\n" +
 			"TARGET` removes it. TARGET is looked up among the three kinds; --kind picks one when\n" +
 			"several have the name.\n\n" +
-			"Rights needed: get and patch on terraformclusters, terraformmachines and\n" +
-			"terraformmachinepools (infrastructure.cluster.x-k8s.io), granted by ClusterRole " + RoleOperator + ".",
+			patchObjectsRights + ".",
 		Example: "  # Stop new runs of the TerraformCluster web\n" +
 			"  kubectl captf suspend web\n\n" +
 			"  # Suspend the TerraformMachine web-0 when a TerraformCluster has the same name\n" +

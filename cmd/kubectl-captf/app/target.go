@@ -16,6 +16,10 @@ import (
 	runsv1alpha1 "github.com/captf/captf/apis/runs/v1alpha1"
 )
 
+// patchObjectsRights opens the "Rights needed:" paragraph of the verbs that annotate an object.
+const patchObjectsRights = "Rights needed: get and patch on terraformclusters, terraformmachines and\n" +
+	"terraformmachinepools (infrastructure.cluster.x-k8s.io), granted by ClusterRole " + RoleOperator
+
 // kindNames lists the --kind values: "cluster, machine or machinepool".
 func kindNames() string {
 	var names []string
