@@ -226,19 +226,20 @@ func (c *JobCache) each(fn func(*CachedJob)) {
 // Source is the watch of the cached Jobs for a controller, with h mapping a Job to requests. The
 // controller waits for the cache to have listed the Jobs before it starts.
 func (c *JobCache) Source(h handler.EventHandler) source.Source {
-	return &jobSource{Informer: source.Informer{Informer: c.informer, Handler: h}, synced: c.informer.HasSynced}
+	return &syncedSource{Informer: source.Informer{Informer: c.informer, Handler: h}, synced: c.informer.HasSynced, notSynced: ErrJobCacheNotSynced}
 }
 
-// jobSource is a source.Informer the controller waits for.
-type jobSource struct {
+// syncedSource is a source.Informer the controller waits for.
+type syncedSource struct {
 	source.Informer
-	synced func() bool
+	synced    func() bool
+	notSynced error
 }
 
 // WaitForSync implements source.SyncingSource.
-func (s jobSource) WaitForSync(ctx context.Context) error {
+func (s syncedSource) WaitForSync(ctx context.Context) error {
 	if !toolscache.WaitForCacheSync(ctx.Done(), s.synced) {
-		return fmt.Errorf("waiting for the Job cache: %w", ErrJobCacheNotSynced)
+		return fmt.Errorf("waiting for the cache: %w", s.notSynced)
 	}
 	return nil
 }

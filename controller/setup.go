@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	eventsclient "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -27,6 +29,7 @@ import (
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/identity"
 	"github.com/captf/captf/controller/metrics"
+	"github.com/captf/captf/controller/recorder"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
 )
@@ -69,14 +72,15 @@ func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	// manager's; should anything list Jobs here, it gets managed ones slimmed all the same.
 	opts.Cache.ByObject = map[client.Object]cache.ByObject{
 		&batchv1.Job{}: {Label: managed, Transform: chain(SlimJob, Intern)},
-		// One per TerraformCluster; of a Cluster only a few fields are read.
+		// The reconcilers read and watch Clusters through their own ClusterCache; should
+		// anything read Clusters here, it gets them slimmed all the same.
 		&clusterv1.Cluster{}: {Transform: chain(SlimCluster, Intern)},
 	}
 	// Metadata only, so no Secret data is cached: the state Secrets and their lock Leases
 	// (labelled through the backend's labels setting), durable inputs, plan keys, backups,
 	// per-run Secrets, run Leases and the runner identities.
 	for _, gvk := range workspace.MetadataKinds {
-		opts.Cache.ByObject[metadataOf(gvk)] = cache.ByObject{Label: managed}
+		opts.Cache.ByObject[metadataOf(gvk)] = cache.ByObject{Label: managed, Transform: chain(SlimMetadata, StripUnread, Intern)}
 	}
 	// Nothing reads managed fields or last-applied configurations; for a Job the managed fields
 	// are a large part of what the cache holds.
@@ -130,14 +134,26 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := metrics.RegisterBackoff(opts.Registry, backoffWindowsOpen(mgr.GetCache(), jobCache.appendOwnerJobs, opts.Clock)); err != nil {
 		return fmt.Errorf("registering the metrics of backoff windows: %w", err)
 	}
+	events, err := newRecorder(mgr)
+	if err != nil {
+		return err
+	}
+	clusters, err := NewClusterCache(mgr)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(clusters); err != nil {
+		return fmt.Errorf("adding the Cluster cache: %w", err)
+	}
 	base := workspace.Reconciler{
-		Client:    mgr.GetClient(),
+		Client:    clusters.Client(mgr.GetClient()),
+		Clusters:  clusters,
 		APIReader: mgr.GetAPIReader(),
 		Jobs:      jobCache,
 		// The client bypasses the cache for Secrets, metadata included; the cache itself serves
 		// the metadata.
 		Metadata:    mgr.GetCache(),
-		Recorder:    mgr.GetEventRecorder("captf-controller"),
+		Recorder:    events,
 		Clock:       opts.Clock,
 		Metrics:     m,
 		RunnerImage: opts.RunnerImage,
@@ -156,4 +172,23 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("setting up the TerraformClusterIdentity reconciler: %w", err)
 	}
 	return nil
+}
+
+// ReportingController is the name the controller's events give as their reporting controller.
+const ReportingController = "captf-controller"
+
+// newRecorder makes the controller's event recorder and adds it to the manager, which starts
+// it. Its reporting instance is ReportingController and the host's name (the pod's), as
+// client-go names it.
+func newRecorder(mgr ctrl.Manager) (*recorder.Recorder, error) {
+	c, err := eventsclient.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, fmt.Errorf("making the events client: %w", err)
+	}
+	host, _ := os.Hostname()
+	r := recorder.New(c, mgr.GetScheme(), ReportingController, ReportingController+"-"+host, nil, mgr.GetLogger().WithName("events"))
+	if err := mgr.Add(r); err != nil {
+		return nil, fmt.Errorf("adding the event recorder: %w", err)
+	}
+	return r, nil
 }

@@ -57,6 +57,29 @@ func SlimCluster(in any) (any, error) {
 	}, nil
 }
 
+// SlimMetadata is the cache transform of the kinds whose metadata alone is cached (Secrets,
+// Leases and the runner identities' ServiceAccounts, Roles and RoleBindings). Reads of that
+// cache use an object's existence, its resourceVersion (is the state Secret the one the memo
+// read), its annotations (the durable inputs' records, the state lock's details) and its labels
+// (the owner a Secret's event wakes); the rest of the metadata (UID, owner references,
+// finalizers, generation, times) is dropped. Nothing writes cached metadata back. Like
+// StripUnread, SlimMetadata changes the object it is given, which the informer decoded for the
+// cache alone, so that no second copy is made.
+func SlimMetadata(in any) (any, error) {
+	m, ok := in.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return in, nil
+	}
+	m.ObjectMeta = metav1.ObjectMeta{
+		Name:            m.Name,
+		Namespace:       m.Namespace,
+		ResourceVersion: m.ResourceVersion,
+		Labels:          m.Labels,
+		Annotations:     m.Annotations,
+	}
+	return m, nil
+}
+
 // StripUnread is the cache transform of every kind without one of its own. It drops two parts
 // of the metadata that nothing in the controller reads and that can outweigh the rest of an
 // object: its managed fields, and kubectl's last-applied-configuration annotation (a copy of

@@ -166,6 +166,20 @@ func TestSlimClusterKeepsWhatTheReconcilersRead(t *testing.T) {
 	})
 }
 
+func TestSlimMetadataKeepsWhatTheReconcilersRead(t *testing.T) {
+	var full metav1.PartialObjectMetadata
+	fill(reflect.ValueOf(&full).Elem(), 0)
+	checkKeeps(t, controller.SlimMetadata, &full, []struct{ path, readBy string }{
+		{"apiVersion", "the scheme"},
+		{"kind", "the scheme"},
+		{"metadata.name", "the cache's key"},
+		{"metadata.namespace", "the cache's key; secretOwners"},
+		{"metadata.resourceVersion", "readState: the state memo; the informer's store"},
+		{"metadata.labels.x", "secretOwners: the owner kind and name labels"},
+		{"metadata.annotations.x", "readDurable: the durable inputs' records; checkStateLock: the lock details"},
+	})
+}
+
 func TestSlimClusterPassesOtherObjects(t *testing.T) {
 	tombstone := toolscache.DeletedFinalStateUnknown{Key: "ns/c"}
 	out, err := controller.SlimCluster(tombstone)

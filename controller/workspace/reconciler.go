@@ -66,6 +66,10 @@ type Reconciler struct {
 	// Jobs, when set, is where the objects' Jobs are read from and watched; nil: Client reads
 	// them and the controller watches them through the manager's cache.
 	Jobs JobCache
+	// Clusters, when set, is where the controller watches Cluster API Clusters from (Client must
+	// then read them from it too, as controller.ClusterCache.Client does); nil: the controller
+	// watches them through the manager's cache.
+	Clusters ClusterCache
 	// Metadata reads the metadata of managed Secrets, Leases, ServiceAccounts and RoleBindings
 	// (label captf.io/managed) from the manager's cache. With it a pass that changes nothing
 	// reads no Secret: it takes the state from a memo while the state Secret's resourceVersion is
@@ -96,6 +100,13 @@ type JobCache interface {
 	// OwnerJobs returns the Jobs labelled as runs of the named object.
 	OwnerJobs(namespace string, kind jobs.Kind, name string) ([]batchv1.Job, error)
 	// Source watches the Jobs, mapping each change to requests with h.
+	Source(h handler.EventHandler) source.Source
+}
+
+// ClusterCache holds the Cluster API Clusters apart from the manager's cache
+// (controller.ClusterCache).
+type ClusterCache interface {
+	// Source watches the Clusters, mapping each change to requests with h.
 	Source(h handler.EventHandler) source.Source
 }
 
@@ -346,7 +357,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	}
 	// Cluster API's objects wake the objects they own: a Cluster those of its cluster, a Machine
 	// or MachinePool the object its infrastructure reference names.
-	b = b.Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterMembers))
+	if r.Clusters != nil {
+		b = b.WatchesRawSource(r.Clusters.Source(handler.EnqueueRequestsFromMapFunc(r.clusterMembers)))
+	} else {
+		b = b.Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterMembers))
+	}
 	// An identity wakes the objects that name it: a revocation must stop their runs.
 	b = b.Watches(&infrav1.TerraformClusterIdentity{}, handler.EnqueueRequestsFromMapFunc(r.identityUsers))
 	switch r.KindInfo.Kind {
@@ -362,9 +377,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	if r.Metadata != nil {
 		// A changed state Secret or durable inputs Secret brings a pass, so a pass that trusted
 		// the cache sees the change once the cache has it.
-		if err := mgr.GetFieldIndexer().IndexField(context.Background(), r.KindInfo.New(), ownerNameIndex, func(o client.Object) []string {
-			return []string{jobs.LabelValue(o.GetName())}
-		}); err != nil {
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), r.KindInfo.New(), ownerNameIndex, hashedOwnerName); err != nil {
 			return fmt.Errorf("indexing %s by owner label: %w", r.Kind, err)
 		}
 		b = b.WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretOwners))
@@ -372,5 +385,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	return b.Complete(r)
 }
 
-// ownerNameIndex indexes objects by the value of their owner-name label (jobs.LabelValue).
+// ownerNameIndex indexes the objects whose owner-name label (jobs.LabelValue) is a hash of their
+// name by that hash. An object whose label is its name is not indexed: the name finds it, and an
+// index entry costs two small sets per object.
 const ownerNameIndex = "captf.ownerNameLabel"
+
+// hashedOwnerName is the ownerNameIndex's function.
+func hashedOwnerName(o client.Object) []string {
+	if value := jobs.LabelValue(o.GetName()); value != o.GetName() {
+		return []string{value}
+	}
+	return nil
+}

@@ -37,13 +37,17 @@ func (r *Reconciler) requestsFor(ctx context.Context, what client.Object, keep f
 }
 
 // secretOwners maps a managed Secret to the objects of this kind its owner labels name: a
-// name label is the name itself, or a hash of a long one, so the index answers both.
+// name label is the name itself, or a hash of a long name, which the index answers. A name
+// label of a name that no object has wakes nothing: the pass finds no object.
 func (r *Reconciler) secretOwners(ctx context.Context, secret client.Object) []reconcile.Request {
 	labels := secret.GetLabels()
-	if labels[jobs.LabelOwnerKind] != string(r.Kind) || labels[jobs.LabelOwnerName] == "" {
+	value := labels[jobs.LabelOwnerName]
+	if labels[jobs.LabelOwnerKind] != string(r.Kind) || value == "" {
 		return nil
 	}
-	return r.requestsFor(ctx, secret, nil, client.InNamespace(secret.GetNamespace()), client.MatchingFields{ownerNameIndex: labels[jobs.LabelOwnerName]})
+	direct := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: secret.GetNamespace(), Name: value}}
+	hashed := r.requestsFor(ctx, secret, nil, client.InNamespace(secret.GetNamespace()), client.MatchingFields{ownerNameIndex: value})
+	return append(hashed, direct)
 }
 
 // clusterMembers maps a Cluster to the objects of this kind with its cluster-name label.

@@ -50,7 +50,12 @@ func Render(root string) (string, error) {
 	for _, s := range metrics.Reference {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", s.Name, s.Type, strings.Join(s.Labels, ", "), s.Help)
 	}
-	b.WriteString("\n## Events\n\nRecorded on the TerraformCluster, TerraformMachine or TerraformMachinePool, related to the\n")
+	b.WriteString("\n## Events\n\nThe controller writes `events.k8s.io/v1` Events with the reporting controller\n")
+	b.WriteString("`captf-controller`. An event that repeats (same type, reason and action on the same object and\n")
+	b.WriteString("Job) within six minutes of its last occurrence is one Event with a series: its second\n")
+	b.WriteString("occurrence writes `series.count` 2, later ones are counted and written when the series ends or\n")
+	b.WriteString("every 30 minutes while it goes on.\n\n")
+	b.WriteString("Recorded on the TerraformCluster, TerraformMachine or TerraformMachinePool, related to the\n")
 	b.WriteString("Job where there is one.\n\n| Reason | Type | Meaning |\n| --- | --- | --- |\n")
 	for _, e := range workspace.Events {
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", e.Reason, e.Type, e.Meaning)

@@ -1,0 +1,208 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// CachedCluster is a Cluster API Cluster as the ClusterCache holds it: what SlimCluster keeps,
+// in a type under half the size of a Cluster (a clusterv1.Cluster is 1,000 bytes before
+// anything is set, and the controller caches one per TerraformCluster).
+type CachedCluster struct {
+	metav1.ObjectMeta
+	paused, infrastructureProvisioned, controlPlaneInitialized *bool
+	apiServerPort, endpointPort                                int32
+	services, pods                                             []string
+	serviceDomain, endpointHost, version                       string
+	infraGroup, infraKind, infraName                           string
+}
+
+var _ client.Object = &CachedCluster{}
+
+// CachedClusterOf is what the ClusterCache holds of c.
+func CachedClusterOf(c *clusterv1.Cluster) *CachedCluster {
+	slim, _ := SlimCluster(c)
+	s := slim.(*clusterv1.Cluster)
+	return &CachedCluster{
+		ObjectMeta:                s.ObjectMeta,
+		paused:                    sharedBool(s.Spec.Paused),
+		infrastructureProvisioned: sharedBool(s.Status.Initialization.InfrastructureProvisioned),
+		controlPlaneInitialized:   sharedBool(s.Status.Initialization.ControlPlaneInitialized),
+		apiServerPort:             s.Spec.ClusterNetwork.APIServerPort,
+		endpointPort:              s.Spec.ControlPlaneEndpoint.Port,
+		services:                  s.Spec.ClusterNetwork.Services.CIDRBlocks,
+		pods:                      s.Spec.ClusterNetwork.Pods.CIDRBlocks,
+		serviceDomain:             s.Spec.ClusterNetwork.ServiceDomain,
+		endpointHost:              s.Spec.ControlPlaneEndpoint.Host,
+		version:                   s.Spec.Topology.Version,
+		infraGroup:                s.Spec.InfrastructureRef.APIGroup,
+		infraKind:                 s.Spec.InfrastructureRef.Kind,
+		infraName:                 s.Spec.InfrastructureRef.Name,
+	}
+}
+
+// The two values a cached *bool points to, so that no Cluster keeps its own.
+var sharedTrue, sharedFalse = true, false
+
+func sharedBool(b *bool) *bool {
+	switch {
+	case b == nil:
+		return nil
+	case *b:
+		return &sharedTrue
+	default:
+		return &sharedFalse
+	}
+}
+
+// Cluster returns the Cluster SlimCluster would have kept, sharing nothing with c.
+func (c *CachedCluster) Cluster() clusterv1.Cluster {
+	out := clusterv1.Cluster{TypeMeta: metav1.TypeMeta{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster"}}
+	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.Spec.Paused = copyBool(c.paused)
+	out.Spec.ClusterNetwork.APIServerPort = c.apiServerPort
+	out.Spec.ClusterNetwork.Services.CIDRBlocks = clone(c.services)
+	out.Spec.ClusterNetwork.Pods.CIDRBlocks = clone(c.pods)
+	out.Spec.ClusterNetwork.ServiceDomain = c.serviceDomain
+	out.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: c.endpointHost, Port: c.endpointPort}
+	out.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: c.infraGroup, Kind: c.infraKind, Name: c.infraName}
+	out.Spec.Topology.Version = c.version
+	out.Status.Initialization.InfrastructureProvisioned = copyBool(c.infrastructureProvisioned)
+	out.Status.Initialization.ControlPlaneInitialized = copyBool(c.controlPlaneInitialized)
+	return out
+}
+
+func copyBool(b *bool) *bool {
+	if b == nil {
+		return nil
+	}
+	return ptr.To(*b)
+}
+
+func clone(s []string) []string {
+	if s == nil {
+		return nil
+	}
+	return append([]string(nil), s...)
+}
+
+// GetObjectKind implements runtime.Object.
+func (c *CachedCluster) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object.
+func (c *CachedCluster) DeepCopyObject() runtime.Object {
+	out := *c
+	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.services, out.pods = clone(c.services), clone(c.pods)
+	return &out
+}
+
+// ClusterCache is the controller's cache of Cluster API Clusters. The manager's cache would hold
+// each as a clusterv1.Cluster; this one holds CachedClusters. Reads of Clusters through
+// ClusterCache.Client and the reconcilers' watches of Clusters are served from it. It is a
+// manager runnable.
+type ClusterCache struct {
+	informer toolscache.SharedIndexInformer
+}
+
+// ErrClusterCacheNotSynced is returned by reads before the cache has listed the Clusters.
+var ErrClusterCacheNotSynced = errors.New("the Cluster cache has not listed the Clusters yet")
+
+// NewClusterCache returns the cache of the Clusters the manager's config can list.
+func NewClusterCache(mgr ctrl.Manager) (*ClusterCache, error) {
+	gvk := clusterv1.GroupVersion.WithKind("ClusterList")
+	rc, err := apiutil.RESTClientForGVK(gvk, false, false, mgr.GetConfig(), serializer.NewCodecFactory(mgr.GetScheme()), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, fmt.Errorf("making the Cluster cache's client: %w", err)
+	}
+	params := runtime.NewParameterCodec(mgr.GetScheme())
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			list := &clusterv1.ClusterList{}
+			return list, rc.Get().Resource("clusters").VersionedParams(&opts, params).Do(ctx).Into(list)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.Watch = true
+			return rc.Get().Resource("clusters").VersionedParams(&opts, params).Watch(ctx)
+		},
+	}
+	informer := toolscache.NewSharedIndexInformer(lw, &clusterv1.Cluster{}, 0, toolscache.Indexers{})
+	if err := informer.SetTransform(func(obj any) (any, error) {
+		if c, ok := obj.(*clusterv1.Cluster); ok {
+			return Intern(CachedClusterOf(c))
+		}
+		return obj, nil // a tombstone
+	}); err != nil {
+		return nil, fmt.Errorf("setting the Cluster cache's transform: %w", err)
+	}
+	return &ClusterCache{informer: informer}, nil
+}
+
+// Start runs the cache until ctx ends.
+func (c *ClusterCache) Start(ctx context.Context) error {
+	c.informer.RunWithContext(ctx)
+	return nil
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: the cache fills on every
+// replica, like the manager's.
+func (c *ClusterCache) NeedLeaderElection() bool { return false }
+
+// Get reads the named Cluster into out, as SlimCluster keeps it; a Cluster the cache does not
+// hold is NotFound.
+func (c *ClusterCache) Get(key client.ObjectKey, out *clusterv1.Cluster) error {
+	if !c.informer.HasSynced() {
+		return ErrClusterCacheNotSynced
+	}
+	obj, found, err := c.informer.GetIndexer().GetByKey(key.String())
+	if err != nil {
+		return fmt.Errorf("reading the Cluster cache: %w", err)
+	}
+	cached, ok := obj.(*CachedCluster)
+	if !found || !ok {
+		return apierrors.NewNotFound(clusterv1.GroupVersion.WithResource("clusters").GroupResource(), key.Name)
+	}
+	*out = cached.Cluster()
+	return nil
+}
+
+// Client returns c with its Gets of Clusters served by the cache.
+func (c *ClusterCache) Client(cl client.Client) client.Client {
+	return clusterReadingClient{Client: cl, clusters: c}
+}
+
+type clusterReadingClient struct {
+	client.Client
+	clusters *ClusterCache
+}
+
+// Get implements client.Reader.
+func (c clusterReadingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if cluster, ok := obj.(*clusterv1.Cluster); ok {
+		return c.clusters.Get(key, cluster)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// Source is the watch of the cached Clusters for a controller, with h mapping a Cluster to
+// requests. The controller waits for the cache to have listed the Clusters before it starts.
+func (c *ClusterCache) Source(h handler.EventHandler) source.Source {
+	return &syncedSource{Informer: source.Informer{Informer: c.informer, Handler: h}, synced: c.informer.HasSynced, notSynced: ErrClusterCacheNotSynced}
+}
