@@ -45,7 +45,9 @@ func TestRepeatedEventsBecomeASeriesTheAPIServerAccepts(t *testing.T) {
 	go func() { done <- r.Start(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("recorder: %v", err)
+		}
 	}()
 
 	seriesCount := func(want int32) {
