@@ -39,8 +39,12 @@ const (
 	// event repeated each pass costs no write per pass.
 	SeriesRefresh = 30 * time.Minute
 	// QueueLength bounds the events waiting to be written; an event recorded while it is full
-	// is logged and dropped, as events are best effort.
-	QueueLength = 1024
+	// is logged and dropped, as events are best effort. It holds a start of every object of a
+	// large fleet at once.
+	QueueLength = 4096
+	// Writers is how many events are written at once. The writes of one event (its creation,
+	// then its series) go through one writer, in order.
+	Writers = 8
 	// sweepEvery is how often ended series are forgotten and due counts written.
 	sweepEvery = time.Minute
 	// writeTries is how many times a write that failed for a reason other than the event
@@ -60,8 +64,8 @@ type Recorder struct {
 	clock      clock.Clock
 	log        logr.Logger
 
-	queue chan write
-	seed  maphash.Seed
+	queues []chan write
+	seed   maphash.Seed
 
 	mu            sync.Mutex
 	series        map[uint64]*series
@@ -98,9 +102,13 @@ func New(c eventsclient.EventsGetter, scheme *runtime.Scheme, reportingControlle
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
+	queues := make([]chan write, Writers)
+	for i := range queues {
+		queues[i] = make(chan write, QueueLength/Writers)
+	}
 	return &Recorder{
 		events: c, scheme: scheme, controller: reportingController, instance: instance, clock: clk, log: log,
-		queue: make(chan write, QueueLength), seed: maphash.MakeSeed(), series: map[uint64]*series{},
+		queues: queues, seed: maphash.MakeSeed(), series: map[uint64]*series{},
 	}
 }
 
@@ -143,7 +151,7 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventType, reason, 
 		p := seriesPatch{namespace: s.namespace, name: s.name, count: s.count, last: now}
 		r.mu.Unlock()
 		if due {
-			r.enqueue(write{patch: p})
+			r.enqueue(key, write{patch: p})
 		}
 		return
 	}
@@ -163,9 +171,9 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventType, reason, 
 	r.series[key] = &series{namespace: event.Namespace, name: event.Name, count: 1, written: 1, last: now.UnixNano(), writtenAt: now.UnixNano()}
 	r.mu.Unlock()
 	if final != nil {
-		r.enqueue(write{patch: *final})
+		r.enqueue(key, write{patch: *final})
 	}
-	r.enqueue(write{create: event})
+	r.enqueue(key, write{create: event})
 }
 
 func klogRef(ref *corev1.ObjectReference) string {
@@ -216,9 +224,9 @@ func (r *Recorder) makeEvent(regarding, related *corev1.ObjectReference, now tim
 	}
 }
 
-func (r *Recorder) enqueue(w write) {
+func (r *Recorder) enqueue(key uint64, w write) {
 	select {
-	case r.queue <- w:
+	case r.queues[key%Writers] <- w:
 	default:
 		r.log.Error(nil, "Event dropped: too many events wait to be written", "queued", QueueLength)
 	}
@@ -227,18 +235,45 @@ func (r *Recorder) enqueue(w write) {
 // Start writes the recorded events until ctx ends, then writes those still queued within a
 // few seconds.
 func (r *Recorder) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, q := range r.queues {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.writeFrom(ctx, q)
+		}()
+	}
 	sweep := r.clock.Tick(sweepEvery)
 	for {
 		select {
-		case w := <-r.queue:
-			r.write(ctx, w)
 		case <-sweep:
-			for _, p := range r.sweep(r.clock.Now()) {
-				r.write(ctx, write{patch: p})
+			for _, d := range r.sweep(r.clock.Now()) {
+				r.enqueue(d.key, write{patch: d.patch})
 			}
 		case <-ctx.Done():
-			r.drain()
+			wg.Wait()
 			return nil
+		}
+	}
+}
+
+// writeFrom writes what q brings until ctx ends, then what q still holds within a few seconds.
+func (r *Recorder) writeFrom(ctx context.Context, q chan write) {
+	for {
+		select {
+		case w := <-q:
+			r.write(ctx, w)
+		case <-ctx.Done():
+			drain, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			for {
+				select {
+				case w := <-q:
+					r.write(drain, w)
+				default:
+					return
+				}
+			}
 		}
 	}
 }
@@ -247,37 +282,30 @@ func (r *Recorder) Start(ctx context.Context) error {
 // records them has been elected already.
 func (r *Recorder) NeedLeaderElection() bool { return false }
 
-func (r *Recorder) drain() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for {
-		select {
-		case w := <-r.queue:
-			r.write(ctx, w)
-		default:
-			return
-		}
-	}
+// due is a series count to write, with its series' key.
+type due struct {
+	key   uint64
+	patch seriesPatch
 }
 
 // sweep forgets the series that ended before now and returns the counts to write: the final
 // count of an ended series whose count was not written, and the count of a series that goes on
 // and was last written SeriesRefresh ago.
-func (r *Recorder) sweep(now time.Time) []seriesPatch {
+func (r *Recorder) sweep(now time.Time) []due {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var due []seriesPatch
+	var out []due
 	for key, s := range r.series {
 		ended := now.UnixNano()-s.last >= int64(SeriesEnd)
 		if s.count > s.written && (ended || now.UnixNano()-s.writtenAt >= int64(SeriesRefresh)) {
-			due = append(due, seriesPatch{namespace: s.namespace, name: s.name, count: s.count, last: time.Unix(0, s.last)})
+			out = append(out, due{key: key, patch: seriesPatch{namespace: s.namespace, name: s.name, count: s.count, last: time.Unix(0, s.last)}})
 			s.written, s.writtenAt = s.count, now.UnixNano()
 		}
 		if ended {
 			delete(r.series, key)
 		}
 	}
-	return due
+	return out
 }
 
 // write performs one write, trying again a few times while the API server cannot be reached.

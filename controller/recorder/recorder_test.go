@@ -61,20 +61,23 @@ func object(name string) *corev1.ConfigMap {
 
 // flush writes what is queued, as Start would.
 func flush(r *Recorder) {
-	for {
-		select {
-		case w := <-r.queue:
-			r.write(context.Background(), w)
-		default:
-			return
+	for _, q := range r.queues {
+	drain:
+		for {
+			select {
+			case w := <-q:
+				r.write(context.Background(), w)
+			default:
+				break drain
+			}
 		}
 	}
 }
 
 // sweep writes what a sweep at the clock's time finds due.
 func sweep(r *Recorder, clk *clocktesting.FakeClock) {
-	for _, p := range r.sweep(clk.Now()) {
-		r.write(context.Background(), write{patch: p})
+	for _, d := range r.sweep(clk.Now()) {
+		r.write(context.Background(), write{patch: d.patch})
 	}
 }
 
@@ -236,11 +239,16 @@ func TestASeriesWhoseEventIsGoneIsForgotten(t *testing.T) {
 
 func TestAFullQueueDropsEventsWithoutBlocking(t *testing.T) {
 	r, _, _, _ := newTestRecorder(t)
-	for i := 0; i < QueueLength+10; i++ {
+	// Twice what the queues hold, over keys that spread across them: each fills.
+	for i := 0; i < 2*QueueLength; i++ {
 		r.Eventf(object("o"+strconv.Itoa(i)), nil, corev1.EventTypeNormal, "Applied", "Applied", "applied")
 	}
-	if len(r.queue) != QueueLength {
-		t.Errorf("%d queued, want %d", len(r.queue), QueueLength)
+	queued := 0
+	for _, q := range r.queues {
+		queued += len(q)
+	}
+	if queued != QueueLength {
+		t.Errorf("%d queued, want %d and the rest dropped", queued, QueueLength)
 	}
 }
 
