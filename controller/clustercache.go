@@ -16,8 +16,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
@@ -119,7 +117,7 @@ func (c *CachedCluster) DeepCopyObject() runtime.Object {
 // ClusterCache.Client and the reconcilers' watches of Clusters are served from it. It is a
 // manager runnable.
 type ClusterCache struct {
-	informer toolscache.SharedIndexInformer
+	ownInformer
 }
 
 // ErrClusterCacheNotSynced is returned by reads before the cache has listed the Clusters.
@@ -143,27 +141,18 @@ func NewClusterCache(mgr ctrl.Manager) (*ClusterCache, error) {
 			return rc.Get().Resource("clusters").VersionedParams(&opts, params).Watch(ctx)
 		},
 	}
-	informer := toolscache.NewSharedIndexInformer(lw, &clusterv1.Cluster{}, 0, toolscache.Indexers{})
-	if err := informer.SetTransform(func(obj any) (any, error) {
-		if c, ok := obj.(*clusterv1.Cluster); ok {
-			return Intern(CachedClusterOf(c))
+	own, err := newOwnInformer(lw, &clusterv1.Cluster{}, toolscache.Indexers{}, func(obj any) (any, bool) {
+		c, ok := obj.(*clusterv1.Cluster)
+		if !ok {
+			return nil, false
 		}
-		return obj, nil // a tombstone
-	}); err != nil {
-		return nil, fmt.Errorf("setting the Cluster cache's transform: %w", err)
+		return CachedClusterOf(c), true
+	}, ErrClusterCacheNotSynced, "Cluster cache")
+	if err != nil {
+		return nil, err
 	}
-	return &ClusterCache{informer: informer}, nil
+	return &ClusterCache{ownInformer: own}, nil
 }
-
-// Start runs the cache until ctx ends.
-func (c *ClusterCache) Start(ctx context.Context) error {
-	c.informer.RunWithContext(ctx)
-	return nil
-}
-
-// NeedLeaderElection implements manager.LeaderElectionRunnable: the cache fills on every
-// replica, like the manager's.
-func (c *ClusterCache) NeedLeaderElection() bool { return false }
 
 // Get reads the named Cluster into out, as SlimCluster keeps it; a Cluster the cache does not
 // hold is NotFound.
@@ -199,10 +188,4 @@ func (c clusterReadingClient) Get(ctx context.Context, key client.ObjectKey, obj
 		return c.clusters.Get(key, cluster)
 	}
 	return c.Client.Get(ctx, key, obj, opts...)
-}
-
-// Source is the watch of the cached Clusters for a controller, with h mapping a Cluster to
-// requests. The controller waits for the cache to have listed the Clusters before it starts.
-func (c *ClusterCache) Source(h handler.EventHandler) source.Source {
-	return &syncedSource{Informer: source.Informer{Informer: c.informer, Handler: h}, synced: c.informer.HasSynced, notSynced: ErrClusterCacheNotSynced}
 }

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -13,8 +12,6 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/captf/captf/jobs"
 )
@@ -124,7 +121,7 @@ func (c *CachedJob) DeepCopyObject() runtime.Object {
 // batchv1.Job; this one holds CachedJobs, indexed by their owner labels, and feeds the
 // reconcilers' watches of their Jobs. It is a manager runnable.
 type JobCache struct {
-	informer toolscache.SharedIndexInformer
+	ownInformer
 }
 
 // byOwner indexes the cached Jobs by namespace, owner kind and owner name labels.
@@ -141,34 +138,25 @@ func NewJobCache(cfg *rest.Config) (*JobCache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("making the Job cache's client: %w", err)
 	}
-	informer := toolscache.NewSharedIndexInformer(jobs.ManagedJobs(cs), &batchv1.Job{}, 0, toolscache.Indexers{byOwner: func(obj any) ([]string, error) {
+	indexers := toolscache.Indexers{byOwner: func(obj any) ([]string, error) {
 		c, ok := obj.(*CachedJob)
 		if !ok {
 			return nil, nil
 		}
 		return []string{c.Namespace + "/" + c.Labels[jobs.LabelOwnerKind] + "/" + c.Labels[jobs.LabelOwnerName]}, nil
-	}})
-	if err := informer.SetTransform(func(obj any) (any, error) {
-		if job, ok := obj.(*batchv1.Job); ok {
-			// The Jobs of all objects repeat the same label and annotation keys.
-			return Intern(CachedJobOf(job))
+	}}
+	own, err := newOwnInformer(jobs.ManagedJobs(cs), &batchv1.Job{}, indexers, func(obj any) (any, bool) {
+		job, ok := obj.(*batchv1.Job)
+		if !ok {
+			return nil, false
 		}
-		return obj, nil // a tombstone
-	}); err != nil {
-		return nil, fmt.Errorf("setting the Job cache's transform: %w", err)
+		return CachedJobOf(job), true
+	}, ErrJobCacheNotSynced, "Job cache")
+	if err != nil {
+		return nil, err
 	}
-	return &JobCache{informer: informer}, nil
+	return &JobCache{ownInformer: own}, nil
 }
-
-// Start runs the cache until ctx ends.
-func (c *JobCache) Start(ctx context.Context) error {
-	c.informer.RunWithContext(ctx)
-	return nil
-}
-
-// NeedLeaderElection implements manager.LeaderElectionRunnable: like the manager's cache, the
-// Job cache fills on every replica.
-func (c *JobCache) NeedLeaderElection() bool { return false }
 
 // ErrJobCacheNotSynced is returned by reads before the cache has listed the Jobs: an empty list
 // then would mean "no Jobs" and repeat attempts already made.
@@ -221,25 +209,4 @@ func (c *JobCache) each(fn func(*CachedJob)) {
 			fn(cj)
 		}
 	}
-}
-
-// Source is the watch of the cached Jobs for a controller, with h mapping a Job to requests. The
-// controller waits for the cache to have listed the Jobs before it starts.
-func (c *JobCache) Source(h handler.EventHandler) source.Source {
-	return &syncedSource{Informer: source.Informer{Informer: c.informer, Handler: h}, synced: c.informer.HasSynced, notSynced: ErrJobCacheNotSynced}
-}
-
-// syncedSource is a source.Informer the controller waits for.
-type syncedSource struct {
-	source.Informer
-	synced    func() bool
-	notSynced error
-}
-
-// WaitForSync implements source.SyncingSource.
-func (s syncedSource) WaitForSync(ctx context.Context) error {
-	if !toolscache.WaitForCacheSync(ctx.Done(), s.synced) {
-		return fmt.Errorf("waiting for the cache: %w", s.notSynced)
-	}
-	return nil
 }

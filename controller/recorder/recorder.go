@@ -119,23 +119,24 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventType, reason, 
 	if len(args) > 0 {
 		message = fmt.Sprintf(note, args...)
 	}
-	log := r.log.WithValues("type", eventType, "reason", reason, "note", message)
 	if eventType != corev1.EventTypeNormal && eventType != corev1.EventTypeWarning {
-		log.Error(nil, "Event of an unknown type not recorded")
+		r.log.Error(nil, "Event of an unknown type not recorded", "type", eventType, "reason", reason, "note", message)
 		return
 	}
 	regardingRef, err := reference.GetReference(r.scheme, regarding)
 	if err != nil {
-		log.Error(err, "Event not recorded: no reference to its object")
+		r.log.Error(err, "Event not recorded: no reference to its object", "type", eventType, "reason", reason, "note", message)
 		return
 	}
 	var relatedRef *corev1.ObjectReference
 	if related != nil {
 		if relatedRef, err = reference.GetReference(r.scheme, related); err != nil {
-			log.V(4).Info("Event recorded without its related object", "error", err)
+			r.log.V(4).Info("Event recorded without its related object", "reason", reason, "error", err)
 		}
 	}
-	log.V(1).Info("Event", "object", klogRef(regardingRef))
+	if log := r.log.V(1); log.Enabled() {
+		log.Info("Event", "object", klogRef(regardingRef), "type", eventType, "reason", reason, "note", message)
+	}
 	now := r.clock.Now()
 	key := r.key(eventType, action, reason, regardingRef, relatedRef)
 

@@ -37,15 +37,13 @@ func newTestRecorder(t *testing.T) (*Recorder, *fake.Clientset, *clocktesting.Fa
 			if err := json.Unmarshal(a.GetPatch(), &p); err != nil {
 				t.Fatalf("patch %s: %v", a.GetPatch(), err)
 			}
-			*seen = append(*seen, "patch "+a.GetName()+" "+itoa(p.Series.Count))
+			*seen = append(*seen, "patch "+a.GetName()+" "+strconv.Itoa(int(p.Series.Count)))
 		}
 		return false, nil, nil
 	})
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
 	return New(clientset.EventsV1(), scheme(), "captf-controller", "captf-controller-host", clk, logr.Discard()), clientset, clk, seen
 }
-
-func itoa(n int32) string { return string(rune('0' + n)) }
 
 func scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
