@@ -146,7 +146,7 @@ func NewClusterCache(mgr ctrl.Manager) (*ClusterCache, error) {
 		if !ok {
 			return nil, false
 		}
-		return CachedClusterOf(c), true
+		return interned(CachedClusterOf(c)), true
 	}, ErrClusterCacheNotSynced, "Cluster cache")
 	if err != nil {
 		return nil, err

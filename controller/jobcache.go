@@ -150,7 +150,7 @@ func NewJobCache(cfg *rest.Config) (*JobCache, error) {
 		if !ok {
 			return nil, false
 		}
-		return CachedJobOf(job), true
+		return interned(CachedJobOf(job)), true
 	}, ErrJobCacheNotSynced, "Job cache")
 	if err != nil {
 		return nil, err

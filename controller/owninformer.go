@@ -20,12 +20,12 @@ type ownInformer struct {
 }
 
 // newOwnInformer returns the informer of lw's kind, of which example is an object, storing the
-// interned compact form of each object; what names the cache in errors.
+// compact form of each object that compact returns; what names the cache in errors.
 func newOwnInformer(lw toolscache.ListerWatcher, example runtime.Object, indexers toolscache.Indexers, compact func(any) (any, bool), notSynced error, what string) (ownInformer, error) {
 	informer := toolscache.NewSharedIndexInformer(lw, example, 0, indexers)
 	if err := informer.SetTransform(func(obj any) (any, error) {
 		if c, ok := compact(obj); ok {
-			return Intern(c)
+			return c, nil
 		}
 		return obj, nil // a tombstone
 	}); err != nil {

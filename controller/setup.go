@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"os"
 
@@ -76,11 +75,11 @@ func ManagerOptions(opts ctrl.Options) ctrl.Options {
 		// anything read Clusters here, it gets them slimmed all the same.
 		&clusterv1.Cluster{}: {Transform: chain(SlimCluster, Intern)},
 	}
-	// Metadata only, so no Secret data is cached: the state Secrets and their lock Leases
-	// (labelled through the backend's labels setting), durable inputs, plan keys, backups,
-	// per-run Secrets, run Leases and the runner identities.
+	// The reconcilers read and watch the metadata of managed Secrets, Leases and runner
+	// identities through their own MetadataCache; should anything read it here, it gets the
+	// same objects slimmed all the same, and metadata only, so no Secret data is cached.
 	for _, gvk := range workspace.MetadataKinds {
-		opts.Cache.ByObject[metadataOf(gvk)] = cache.ByObject{Label: managed, Transform: chain(SlimMetadata, StripUnread, Intern)}
+		opts.Cache.ByObject[metadataOf(gvk)] = cache.ByObject{Label: workspace.MetadataSelector(gvk), Transform: chain(SlimMetadata, StripUnread, Intern)}
 	}
 	// Nothing reads managed fields or last-applied configurations; for a Job the managed fields
 	// are a large part of what the cache holds.
@@ -107,12 +106,19 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.Registry == nil {
 		opts.Registry = ctrlmetrics.Registry
 	}
-	// The metadata caches a pass reads start with the manager, not at the first pass that
-	// needs them.
+	// The metadata a pass reads: the state Secrets and their lock Leases (labelled through the
+	// backend's labels setting), durable inputs, plan keys, per-run Secrets, run Leases and the
+	// runner identities.
+	selectors := make(map[schema.GroupVersionKind]labels.Selector, len(workspace.MetadataKinds))
 	for _, gvk := range workspace.MetadataKinds {
-		if _, err := mgr.GetCache().GetInformer(context.Background(), metadataOf(gvk), cache.BlockUntilSynced(false)); err != nil {
-			return fmt.Errorf("preparing the metadata cache of %s: %w", gvk.Kind, err)
-		}
+		selectors[gvk] = workspace.MetadataSelector(gvk)
+	}
+	metadataCache, err := NewMetadataCache(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), selectors)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(metadataCache); err != nil {
+		return fmt.Errorf("adding the metadata cache: %w", err)
 	}
 	jobCache := opts.Jobs
 	if jobCache == nil {
@@ -150,9 +156,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Clusters:  clusters,
 		APIReader: mgr.GetAPIReader(),
 		Jobs:      jobCache,
-		// The client bypasses the cache for Secrets, metadata included; the cache itself serves
-		// the metadata.
-		Metadata:    mgr.GetCache(),
+		// The client bypasses the cache for Secrets, metadata included; the metadata cache
+		// serves the metadata.
+		Metadata:    metadataCache,
 		Recorder:    events,
 		Clock:       opts.Clock,
 		Metrics:     m,

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -151,6 +152,12 @@ func Intern(in any) (any, error) {
 }
 
 var intern = jobs.Intern
+
+// interned is obj after Intern, which never fails on an object.
+func interned(obj client.Object) client.Object {
+	_, _ = Intern(obj)
+	return obj
+}
 
 // internKeys returns m with its keys interned; its values are m's.
 func internKeys(m map[string]string) map[string]string {

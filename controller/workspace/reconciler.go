@@ -70,8 +70,8 @@ type Reconciler struct {
 	// then read them from it too, as controller.ClusterCache.Client does); nil: the controller
 	// watches them through the manager's cache.
 	Clusters ClusterCache
-	// Metadata reads the metadata of managed Secrets, Leases, ServiceAccounts and RoleBindings
-	// (label captf.io/managed) from the manager's cache. With it a pass that changes nothing
+	// Metadata reads the metadata of the objects of MetadataKinds that MetadataSelector selects
+	// from a cache (controller.MetadataCache, or the manager's). With it a pass that changes nothing
 	// reads no Secret: it takes the state from a memo while the state Secret's resourceVersion is
 	// unchanged, and the durable inputs' annotations from the cache; a pass that starts a Job
 	// skips the reads of an unlocked state lock and of an existing runner identity. Nil: all of
@@ -380,7 +380,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), r.KindInfo.New(), ownerNameIndex, hashedOwnerName); err != nil {
 			return fmt.Errorf("indexing %s by owner label: %w", r.Kind, err)
 		}
-		b = b.WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretOwners))
+		secrets := handler.EnqueueRequestsFromMapFunc(r.secretOwners)
+		if cache, ok := r.Metadata.(MetadataCache); ok {
+			src, err := cache.Source(secretGVK, secrets)
+			if err != nil {
+				return fmt.Errorf("watching the Secrets: %w", err)
+			}
+			b = b.WatchesRawSource(src)
+		} else {
+			b = b.WatchesMetadata(&corev1.Secret{}, secrets)
+		}
 	}
 	return b.Complete(r)
 }

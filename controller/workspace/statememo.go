@@ -9,11 +9,16 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/captf/captf/controller/state"
+	"github.com/captf/captf/jobs"
 )
 
 // The kinds whose managed objects' metadata the manager caches.
@@ -25,9 +30,34 @@ var (
 	roleBindingGVK    = rbacv1.SchemeGroupVersion.WithKind("RoleBinding")
 )
 
-// MetadataKinds are the kinds a Reconciler reads through Metadata; the manager must cache the
-// metadata of their objects labelled captf.io/managed=true.
+// MetadataKinds are the kinds a Reconciler reads through Metadata; MetadataSelector says which
+// of their objects Metadata must hold.
 var MetadataKinds = []schema.GroupVersionKind{secretGVK, leaseGVK, serviceAccountGVK, roleGVK, roleBindingGVK}
+
+// MetadataSelector is the label selector of the objects of a MetadataKinds kind whose metadata
+// Metadata must hold: those labelled captf.io/managed=true, but for state backups. Backups are
+// only ever read live, and an object keeps several, each with more labels and annotations than
+// its state Secret.
+func MetadataSelector(gvk schema.GroupVersionKind) labels.Selector {
+	managed := labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue})
+	if gvk != secretGVK {
+		return managed
+	}
+	notBackup, err := labels.NewRequirement(LabelStateBackup, selection.DoesNotExist, nil)
+	if err != nil {
+		panic(err) // a constant, valid label key
+	}
+	return managed.Add(*notBackup)
+}
+
+// MetadataCache is a Metadata reader that also watches the metadata it holds
+// (controller.MetadataCache). A Reconciler watches Secrets through it when Metadata is one;
+// otherwise through the manager's cache.
+type MetadataCache interface {
+	client.Reader
+	// Source watches the cached objects of a kind, mapping each change to requests with h.
+	Source(gvk schema.GroupVersionKind, h handler.EventHandler) (source.Source, error)
+}
 
 // stateMemo remembers, per state Secret, what the last live read of it found: the state as
 // read (without its outputs, so no state data stays in memory) and the Secret's
