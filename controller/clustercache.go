@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -21,10 +22,13 @@ import (
 )
 
 // CachedCluster is a Cluster API Cluster as the ClusterCache holds it: what SlimCluster keeps,
-// in a type under half the size of a Cluster (a clusterv1.Cluster is 1,000 bytes before
-// anything is set, and the controller caches one per TerraformCluster).
+// in a type a third the size of a Cluster (a clusterv1.Cluster is 1,000 bytes before anything
+// is set, and the controller caches one per TerraformCluster). Of the metadata it keeps the
+// name, namespace, UID and resourceVersion, as CachedMetadata does with a UID.
 type CachedCluster struct {
-	metav1.ObjectMeta
+	unkeptMetadata
+	keptMetadata
+	uid                                                        types.UID
 	paused, infrastructureProvisioned, controlPlaneInitialized *bool
 	apiServerPort, endpointPort                                int32
 	services, pods                                             []string
@@ -39,7 +43,8 @@ func CachedClusterOf(c *clusterv1.Cluster) *CachedCluster {
 	slim, _ := SlimCluster(c)
 	s := slim.(*clusterv1.Cluster)
 	return &CachedCluster{
-		ObjectMeta:                s.ObjectMeta,
+		keptMetadata:              keptMetadata{name: s.Name, namespace: s.Namespace, resourceVersion: s.ResourceVersion},
+		uid:                       s.UID,
 		paused:                    sharedBool(s.Spec.Paused),
 		infrastructureProvisioned: sharedBool(s.Status.Initialization.InfrastructureProvisioned),
 		controlPlaneInitialized:   sharedBool(s.Status.Initialization.ControlPlaneInitialized),
@@ -73,7 +78,7 @@ func sharedBool(b *bool) *bool {
 // Cluster returns the Cluster SlimCluster would have kept, sharing nothing with c.
 func (c *CachedCluster) Cluster() clusterv1.Cluster {
 	out := clusterv1.Cluster{TypeMeta: metav1.TypeMeta{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster"}}
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.ObjectMeta = metav1.ObjectMeta{Name: c.name, Namespace: c.namespace, UID: c.uid, ResourceVersion: c.resourceVersion}
 	out.Spec.Paused = copyBool(c.paused)
 	out.Spec.ClusterNetwork.APIServerPort = c.apiServerPort
 	out.Spec.ClusterNetwork.Services.CIDRBlocks = clone(c.services)
@@ -101,13 +106,18 @@ func clone(s []string) []string {
 	return append([]string(nil), s...)
 }
 
+// GetUID implements metav1.Object.
+func (c *CachedCluster) GetUID() types.UID { return c.uid }
+
+// SetUID implements metav1.Object.
+func (c *CachedCluster) SetUID(uid types.UID) { c.uid = uid }
+
 // GetObjectKind implements runtime.Object.
 func (c *CachedCluster) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 // DeepCopyObject implements runtime.Object.
 func (c *CachedCluster) DeepCopyObject() runtime.Object {
 	out := *c
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	out.services, out.pods = clone(c.services), clone(c.pods)
 	return &out
 }
