@@ -151,7 +151,7 @@ func (r *Reconciler) gatherFactsFrom(ctx context.Context, reader, owners client.
 func (r *Reconciler) readState(ctx context.Context, reader client.Reader, f *Facts, useCache bool) (st state.State, stateErr, err error) {
 	if useCache {
 		if m, found, err := cachedMetadata(ctx, r.Metadata, secretGVK, f.stateKey); err == nil && found {
-			if e, ok := r.states.lookup(f.stateKey, m.ResourceVersion); ok {
+			if e, ok := r.states.lookup(f.stateKey, m); ok {
 				f.FromCache, f.StateRemembered = true, true
 				return e.state, e.err, nil
 			}

@@ -60,8 +60,10 @@ type MetadataCache interface {
 }
 
 // stateMemo remembers, per state Secret, what the last live read of it found: the state as
-// read (without its outputs, so no state data stays in memory) and the Secret's
-// resourceVersion. While the cached metadata of the Secret shows the same resourceVersion the
+// read and the Secret's resourceVersion. It keeps no outputs, so no state data stays in memory;
+// no lineage, which only a backup reads and a remembered state is backed up already; and no
+// inputs hash, which is the Secret's inputs-hash annotation, held by the metadata cache for the
+// same resourceVersion. While the cached metadata of the Secret shows the same resourceVersion the
 // Secret has not changed, and a pass takes the state from here instead of reading the Secret.
 // An entry is stored only after the pass that read the Secret backed the state up, so a
 // remembered state never needs its data again.
@@ -75,6 +77,8 @@ type stateMemoEntry struct {
 	resourceVersion string
 	state           state.State
 	err             error
+	// hashed is whether the state's inputs hash, not kept, was set.
+	hashed bool
 }
 
 func newStateMemo() *stateMemo {
@@ -86,10 +90,11 @@ func (m *stateMemo) remember(key types.NamespacedName, resourceVersion string, s
 	if m == nil || resourceVersion == "" {
 		return
 	}
-	st.Outputs = nil
+	hashed := st.InputsHash != ""
+	st.Outputs, st.Lineage, st.InputsHash = nil, "", ""
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.entries[key] = stateMemoEntry{resourceVersion: resourceVersion, state: st, err: err}
+	m.entries[key] = stateMemoEntry{resourceVersion: resourceVersion, state: st, err: err, hashed: hashed}
 }
 
 // forget drops the entry of a Secret, e.g. once its object is gone.
@@ -102,15 +107,22 @@ func (m *stateMemo) forget(key types.NamespacedName) {
 	delete(m.entries, key)
 }
 
-// lookup returns the remembered state of the Secret when its resourceVersion is current.
-func (m *stateMemo) lookup(key types.NamespacedName, resourceVersion string) (stateMemoEntry, bool) {
+// lookup returns the remembered state of the Secret whose metadata cached holds, when its
+// resourceVersion is the remembered one; the state's inputs hash is then the cached annotation.
+func (m *stateMemo) lookup(key types.NamespacedName, cached metav1.Object) (stateMemoEntry, bool) {
 	if m == nil {
 		return stateMemoEntry{}, false
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	e, ok := m.entries[key]
-	return e, ok && e.resourceVersion == resourceVersion
+	m.mu.Unlock()
+	if !ok || e.resourceVersion != cached.GetResourceVersion() {
+		return stateMemoEntry{}, false
+	}
+	if e.hashed {
+		e.state.InputsHash = cached.GetAnnotations()[state.InputsHashAnnotation]
+	}
+	return e, true
 }
 
 // cachedMetadata reads an object's metadata from the manager's metadata cache of managed

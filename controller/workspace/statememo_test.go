@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/captf/captf/controller/state"
@@ -12,7 +13,11 @@ import (
 
 func TestStateMemo(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "tfstate-default-x"}
-	read := state.State{Exists: true, Serial: 3, Outputs: map[string]json.RawMessage{"kubeconfig": json.RawMessage(`"secret"`)}}
+	read := state.State{Exists: true, Serial: 3, InputsHash: "h1:abc", Lineage: "l", Outputs: map[string]json.RawMessage{"kubeconfig": json.RawMessage(`"secret"`)}}
+	// The cached metadata of the state Secret at a resourceVersion.
+	cached := func(version string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{ResourceVersion: version, Annotations: map[string]string{state.InputsHashAnnotation: read.InputsHash}}}
+	}
 	tests := []struct {
 		name    string
 		steps   func(m *stateMemo)
@@ -29,12 +34,15 @@ func TestStateMemo(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newStateMemo()
 			tt.steps(m)
-			e, ok := m.lookup(key, tt.version)
+			e, ok := m.lookup(key, cached(tt.version))
 			if ok != tt.want {
 				t.Fatalf("lookup = %v, want %v", ok, tt.want)
 			}
 			if ok && e.state.Outputs != nil {
 				t.Errorf("the memo keeps the state's outputs: %v", e.state.Outputs)
+			}
+			if ok && e.err == nil && (e.state.InputsHash != read.InputsHash || e.state.Serial != read.Serial || !e.state.Exists) {
+				t.Errorf("the remembered state is %+v, want the inputs hash of the cached annotation and the serial read", e.state)
 			}
 			if ok && e.err != nil && !errors.Is(e.err, state.ErrCorrupt) {
 				t.Errorf("error %v", e.err)
@@ -44,7 +52,7 @@ func TestStateMemo(t *testing.T) {
 	var none *stateMemo
 	none.remember(key, "7", read, nil)
 	none.forget(key)
-	if _, ok := none.lookup(key, "7"); ok {
+	if _, ok := none.lookup(key, cached("7")); ok {
 		t.Error("a Reconciler without a memo remembered a read")
 	}
 }
