@@ -292,7 +292,7 @@ func TestIntern(t *testing.T) {
 		{"label value: mostly one object's own", func(o *infrav1.TerraformCluster) string { return o.Labels[key(o.Labels)] }, false},
 		{"annotation value: mostly one object's own", func(o *infrav1.TerraformCluster) string { return o.Annotations[key(o.Annotations)] }, false},
 		{"owner reference name", func(o *infrav1.TerraformCluster) string { return o.OwnerReferences[0].Name }, false},
-		{"condition message", func(o *infrav1.TerraformCluster) string { return o.Status.Conditions[0].Message }, false},
+		{"condition message", func(o *infrav1.TerraformCluster) string { return o.Status.Conditions[0].Message }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := same(tc.of(a), tc.of(b)); got != tc.shared {
