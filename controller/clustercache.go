@@ -151,12 +151,8 @@ func NewClusterCache(mgr ctrl.Manager) (*ClusterCache, error) {
 			return rc.Get().Resource("clusters").VersionedParams(&opts, params).Watch(ctx)
 		},
 	}
-	own, err := newOwnInformer(lw, &clusterv1.Cluster{}, toolscache.Indexers{}, func(obj any) (any, bool) {
-		c, ok := obj.(*clusterv1.Cluster)
-		if !ok {
-			return nil, false
-		}
-		return interned(CachedClusterOf(c)), true
+	own, err := newOwnInformer(lw, &clusterv1.Cluster{}, toolscache.Indexers{}, func(c *clusterv1.Cluster) any {
+		return interned(CachedClusterOf(c))
 	}, ErrClusterCacheNotSynced, "Cluster cache")
 	if err != nil {
 		return nil, err

@@ -145,12 +145,8 @@ func NewJobCache(cfg *rest.Config) (*JobCache, error) {
 		}
 		return []string{c.Namespace + "/" + c.Labels[jobs.LabelOwnerKind] + "/" + c.Labels[jobs.LabelOwnerName]}, nil
 	}}
-	own, err := newOwnInformer(jobs.ManagedJobs(cs), &batchv1.Job{}, indexers, func(obj any) (any, bool) {
-		job, ok := obj.(*batchv1.Job)
-		if !ok {
-			return nil, false
-		}
-		return interned(CachedJobOf(job)), true
+	own, err := newOwnInformer(jobs.ManagedJobs(cs), &batchv1.Job{}, indexers, func(job *batchv1.Job) any {
+		return interned(CachedJobOf(job))
 	}, ErrJobCacheNotSynced, "Job cache")
 	if err != nil {
 		return nil, err

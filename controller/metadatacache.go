@@ -185,12 +185,8 @@ func NewMetadataCache(cfg *rest.Config, httpClient *http.Client, mapper meta.RES
 				return resource.Watch(ctx, opts)
 			},
 		}
-		own, err := newOwnInformer(lw, &metav1.PartialObjectMetadata{}, toolscache.Indexers{}, func(obj any) (any, bool) {
-			m, ok := obj.(*metav1.PartialObjectMetadata)
-			if !ok {
-				return nil, false
-			}
-			return CachedMetadataOf(m), true
+		own, err := newOwnInformer(lw, &metav1.PartialObjectMetadata{}, toolscache.Indexers{}, func(m *metav1.PartialObjectMetadata) any {
+			return CachedMetadataOf(m)
 		}, fmt.Errorf("%w: %s", ErrMetadataCacheNotSynced, gvk.Kind), gvk.Kind+" metadata cache")
 		if err != nil {
 			return nil, err
@@ -244,7 +240,7 @@ func (c *MetadataCache) Get(ctx context.Context, key client.ObjectKey, obj clien
 // List implements client.Reader; the cache serves Gets only, so that nothing lists its kinds
 // through another cache that would hold them twice.
 func (c *MetadataCache) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
-	return fmt.Errorf("the metadata cache does not list (%T)", list)
+	return fmt.Errorf("the metadata cache serves Gets only; a list of %T must read elsewhere", list)
 }
 
 // Source is the watch of a kind's cached metadata for a controller, with h mapping an object's

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -112,11 +111,7 @@ func TestTheMetadataCacheHoldsWhatTheSelectorsSelect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	selectors := map[schema.GroupVersionKind]labels.Selector{}
-	for _, gvk := range workspace.MetadataKinds {
-		selectors[gvk] = workspace.MetadataSelector(gvk)
-	}
-	cache, err := controller.NewMetadataCache(env.Config, httpClient, mapper, selectors)
+	cache, err := controller.NewMetadataCache(env.Config, httpClient, mapper, workspace.MetadataSelectors())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,13 +19,13 @@ type ownInformer struct {
 	notSynced error
 }
 
-// newOwnInformer returns the informer of lw's kind, of which example is an object, storing the
-// compact form of each object that compact returns; what names the cache in errors.
-func newOwnInformer(lw toolscache.ListerWatcher, example runtime.Object, indexers toolscache.Indexers, compact func(any) (any, bool), notSynced error, what string) (ownInformer, error) {
+// newOwnInformer returns the informer of lw's kind T, of which example is an object, storing
+// what compact returns for each object; what names the cache in errors.
+func newOwnInformer[T runtime.Object](lw toolscache.ListerWatcher, example T, indexers toolscache.Indexers, compact func(T) any, notSynced error, what string) (ownInformer, error) {
 	informer := toolscache.NewSharedIndexInformer(lw, example, 0, indexers)
 	if err := informer.SetTransform(func(obj any) (any, error) {
-		if c, ok := compact(obj); ok {
-			return c, nil
+		if o, ok := obj.(T); ok {
+			return compact(o), nil
 		}
 		return obj, nil // a tombstone
 	}); err != nil {

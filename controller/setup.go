@@ -78,8 +78,8 @@ func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	// The reconcilers read and watch the metadata of managed Secrets, Leases and runner
 	// identities through their own MetadataCache; should anything read it here, it gets the
 	// same objects slimmed all the same, and metadata only, so no Secret data is cached.
-	for _, gvk := range workspace.MetadataKinds {
-		opts.Cache.ByObject[metadataOf(gvk)] = cache.ByObject{Label: workspace.MetadataSelector(gvk), Transform: chain(SlimMetadata, StripUnread, Intern)}
+	for gvk, selector := range workspace.MetadataSelectors() {
+		opts.Cache.ByObject[metadataOf(gvk)] = cache.ByObject{Label: selector, Transform: chain(SlimMetadata, StripUnread, Intern)}
 	}
 	// Nothing reads managed fields or last-applied configurations; for a Job the managed fields
 	// are a large part of what the cache holds.
@@ -109,11 +109,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	// The metadata a pass reads: the state Secrets and their lock Leases (labelled through the
 	// backend's labels setting), durable inputs, plan keys, per-run Secrets, run Leases and the
 	// runner identities.
-	selectors := make(map[schema.GroupVersionKind]labels.Selector, len(workspace.MetadataKinds))
-	for _, gvk := range workspace.MetadataKinds {
-		selectors[gvk] = workspace.MetadataSelector(gvk)
-	}
-	metadataCache, err := NewMetadataCache(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), selectors)
+	metadataCache, err := NewMetadataCache(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), workspace.MetadataSelectors())
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/captf/captf/jobs"
 )
 
-// The kinds whose managed objects' metadata the manager caches.
+// The kinds whose managed objects' metadata Metadata holds.
 var (
 	secretGVK         = corev1.SchemeGroupVersion.WithKind("Secret")
 	leaseGVK          = coordinationv1.SchemeGroupVersion.WithKind("Lease")
@@ -48,6 +48,15 @@ func MetadataSelector(gvk schema.GroupVersionKind) labels.Selector {
 		panic(err) // a constant, valid label key
 	}
 	return managed.Add(*notBackup)
+}
+
+// MetadataSelectors is MetadataSelector of each of MetadataKinds.
+func MetadataSelectors() map[schema.GroupVersionKind]labels.Selector {
+	selectors := make(map[schema.GroupVersionKind]labels.Selector, len(MetadataKinds))
+	for _, gvk := range MetadataKinds {
+		selectors[gvk] = MetadataSelector(gvk)
+	}
+	return selectors
 }
 
 // MetadataCache is a Metadata reader that also watches the metadata it holds
@@ -125,7 +134,7 @@ func (m *stateMemo) lookup(key types.NamespacedName, cached metav1.Object) (stat
 	return e, true
 }
 
-// cachedMetadata reads an object's metadata from the manager's metadata cache of managed
+// cachedMetadata reads an object's metadata from the metadata cache of managed
 // objects; found is false when there is no cache or the cache does not have it (not labelled
 // for the cache, or not there).
 func cachedMetadata(ctx context.Context, cache client.Reader, gvk schema.GroupVersionKind, key types.NamespacedName) (m *metav1.PartialObjectMetadata, found bool, err error) {
