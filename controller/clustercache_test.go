@@ -3,6 +3,7 @@ package controller_test
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"k8s.io/utils/ptr"
 
@@ -45,5 +46,14 @@ func TestTheClusterCacheGivesBackWhatSlimClusterKeeps(t *testing.T) {
 				t.Errorf("the deep copy differs")
 			}
 		})
+	}
+}
+
+// TestACachedClusterStaysOutOfTheSizeClassOfSmallMaps: a CachedCluster lives as long as its
+// Cluster, and in the 288-byte size class of Go's small maps, which every pass allocates and
+// drops, it would keep a whole span of them in use.
+func TestACachedClusterStaysOutOfTheSizeClassOfSmallMaps(t *testing.T) {
+	if size := unsafe.Sizeof(controller.CachedCluster{}); size > 256 {
+		t.Errorf("a CachedCluster is %d bytes, over 256", size)
 	}
 }

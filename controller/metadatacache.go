@@ -37,9 +37,31 @@ type CachedMetadata struct {
 
 var _ client.Object = &CachedMetadata{}
 
+// namedMetadata is the name, namespace and resourceVersion of a cached object, with their
+// metav1.Object accessors.
+type namedMetadata struct {
+	name, namespace, resourceVersion string
+}
+
+func (n *namedMetadata) GetName() string                   { return n.name }
+func (n *namedMetadata) SetName(name string)               { n.name = name }
+func (n *namedMetadata) GetNamespace() string              { return n.namespace }
+func (n *namedMetadata) SetNamespace(namespace string)     { n.namespace = namespace }
+func (n *namedMetadata) GetResourceVersion() string        { return n.resourceVersion }
+func (n *namedMetadata) SetResourceVersion(version string) { n.resourceVersion = version }
+
+// unlabelled gives the label and annotation accessors of a cached object that keeps neither:
+// the getters return nil, the setters do nothing.
+type unlabelled struct{}
+
+func (unlabelled) GetLabels() map[string]string      { return nil }
+func (unlabelled) SetLabels(map[string]string)       {}
+func (unlabelled) GetAnnotations() map[string]string { return nil }
+func (unlabelled) SetAnnotations(map[string]string)  {}
+
 // keptMetadata is what a CachedMetadata keeps, with its metav1.Object accessors.
 type keptMetadata struct {
-	name, namespace, resourceVersion string
+	namedMetadata
 	// pairs holds the labels sorted by key, then the annotations sorted by key, each as its key
 	// followed by its value; labels is how many of its strings are the labels'.
 	pairs  []string
@@ -48,7 +70,7 @@ type keptMetadata struct {
 
 // CachedMetadataOf is what the MetadataCache holds of m, with its namespace and keys interned.
 func CachedMetadataOf(m *metav1.PartialObjectMetadata) *CachedMetadata {
-	c := &CachedMetadata{keptMetadata: keptMetadata{name: m.Name, namespace: intern(m.Namespace), resourceVersion: m.ResourceVersion}}
+	c := &CachedMetadata{keptMetadata: keptMetadata{namedMetadata: namedMetadata{name: m.Name, namespace: intern(m.Namespace), resourceVersion: m.ResourceVersion}}}
 	c.setPairs(m.Labels, m.Annotations)
 	return c
 }
@@ -68,12 +90,6 @@ func (c *CachedMetadata) DeepCopyObject() runtime.Object {
 	return &out
 }
 
-func (k *keptMetadata) GetName() string                      { return k.name }
-func (k *keptMetadata) SetName(name string)                  { k.name = name }
-func (k *keptMetadata) GetNamespace() string                 { return k.namespace }
-func (k *keptMetadata) SetNamespace(namespace string)        { k.namespace = namespace }
-func (k *keptMetadata) GetResourceVersion() string           { return k.resourceVersion }
-func (k *keptMetadata) SetResourceVersion(version string)    { k.resourceVersion = version }
 func (k *keptMetadata) GetLabels() map[string]string         { return toMap(k.pairs[:k.labels]) }
 func (k *keptMetadata) GetAnnotations() map[string]string    { return toMap(k.pairs[k.labels:]) }
 func (k *keptMetadata) SetLabels(labels map[string]string)   { k.setPairs(labels, k.GetAnnotations()) }
