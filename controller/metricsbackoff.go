@@ -29,8 +29,8 @@ func backoffWindowsOpen(objects client.Reader, runs runsReader, clk clock.Passiv
 		var buf []batchv1.Job
 		for _, kind := range infrav1.Kinds {
 			list := kind.NewList()
-			// Read only, so the cache's own objects will do: no copy of every object per scrape.
-			if err := objects.List(context.Background(), list, client.UnsafeDisableDeepCopy); err != nil {
+			// The cache holds these kinds packed: its reads decode each object.
+			if err := objects.List(context.Background(), list); err != nil {
 				return nil
 			}
 			err := meta.EachListItem(list, func(obj runtime.Object) error {

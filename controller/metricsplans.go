@@ -24,8 +24,8 @@ func plansAwaitingApproval(cache client.Reader, clk clock.PassiveClock) func() m
 				continue
 			}
 			list := kind.NewList()
-			// Read only, so the cache's own objects will do: no copy of every object per scrape.
-			if err := cache.List(context.Background(), list, client.UnsafeDisableDeepCopy); err != nil {
+			// The cache holds these kinds packed: its reads decode each object.
+			if err := cache.List(context.Background(), list); err != nil {
 				return nil
 			}
 			waits[kind.Kind] = planWaits(list, clk)

@@ -64,7 +64,8 @@ func NewScheme() *runtime.Scheme {
 // ManagerOptions returns the cache and client settings the reconcilers rely on: Secrets,
 // Leases and Pods are always read from the API server, so a decision never rests on a stale
 // Secret or Lease and the cache holds no Secret data; of the managed Secrets and Leases only the
-// metadata is cached, and of Cluster API's Clusters only what SlimCluster keeps.
+// metadata is cached, and of Cluster API's Clusters only what SlimCluster keeps. The objects of
+// the kinds that run Jobs are held packed (PackedObject).
 func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	managed := labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue})
 	// The reconcilers read and watch Jobs through their own JobCache, never through the
@@ -81,6 +82,12 @@ func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	for gvk, selector := range workspace.MetadataSelectors() {
 		opts.Cache.ByObject[metadataOf(gvk)] = cache.ByObject{Label: selector, Transform: chain(SlimMetadata, StripUnread, Intern)}
 	}
+	// The objects of the kinds that run Jobs are held packed (PackedObject), their strings with
+	// them, so there is nothing to intern.
+	for _, kind := range infrav1.Kinds {
+		opts.Cache.ByObject[kind.New()] = cache.ByObject{Transform: StripUnread}
+	}
+	opts.Cache.NewInformer = NewPackingInformer(opts.Cache.NewInformer)
 	// Nothing reads managed fields or last-applied configurations; for a Job the managed fields
 	// are a large part of what the cache holds.
 	opts.Cache.DefaultTransform = chain(StripUnread, Intern)
