@@ -149,12 +149,14 @@ func (r *Reconciler) gatherFactsFrom(ctx context.Context, reader, owners client.
 // the resourceVersion the memo read, otherwise live. stateErr says why a state that exists
 // cannot be used; err is a failed read.
 func (r *Reconciler) readState(ctx context.Context, reader client.Reader, f *Facts, useCache bool) (st state.State, stateErr, err error) {
+	var cached *metav1.PartialObjectMetadata
 	if useCache {
 		if m, found, err := cachedMetadata(ctx, r.Metadata, secretGVK, f.stateKey); err == nil && found {
 			if e, ok := r.states.lookup(f.stateKey, m); ok {
 				f.FromCache, f.StateRemembered = true, true
 				return e.state, e.err, nil
 			}
+			cached = m
 		}
 	}
 	var stateSecret corev1.Secret
@@ -162,6 +164,10 @@ func (r *Reconciler) readState(ctx context.Context, reader client.Reader, f *Fac
 	switch {
 	case err == nil:
 		f.StateSecret, f.stateVersion = &stateSecret, stateSecret.ResourceVersion
+		if cached != nil && cached.ResourceVersion == stateSecret.ResourceVersion {
+			// The memo then keeps the metadata cache's strings, not copies of its own.
+			f.stateKey, f.stateVersion = types.NamespacedName{Namespace: cached.Namespace, Name: cached.Name}, cached.ResourceVersion
+		}
 		st, stateErr = state.Read(&stateSecret)
 		return st, stateErr, nil
 	case apierrors.IsNotFound(err):
