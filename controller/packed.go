@@ -132,7 +132,9 @@ func (k *objectPacker) pack(obj client.Object) (*PackedObject, error) {
 
 // renew makes raw, an object's JSON, the dictionary of the objects packed next.
 func (k *objectPacker) renew(raw []byte) {
-	// Room for the 16 bytes S2 appends, so that both views share one copy.
+	// S2 uses the last MaxDictSize bytes; room for the 16 bytes it appends, so that both views
+	// share one copy.
+	raw = raw[max(0, len(raw)-s2.MaxDictSize):]
 	dict := append(make([]byte, 0, len(raw)+16), raw...)
 	k.encode = s2.MakeDict(dict, nil) // nil for JSON shorter than a dictionary can be
 	k.current, k.uses = &packDictionary{kind: k.kind, decode: s2.MakeDict(dict, nil)}, 0
@@ -239,6 +241,11 @@ type packingInformer struct {
 // SetTransform has the informer apply transform to each object, then pack it.
 func (i *packingInformer) SetTransform(transform toolscache.TransformFunc) error {
 	return i.SharedIndexInformer.SetTransform(func(obj any) (any, error) {
+		if p, ok := obj.(*PackedObject); ok {
+			// Packed already: with a watch list, the reflector's transform runs before the
+			// queue's.
+			return p, nil
+		}
 		if transform != nil {
 			var err error
 			if obj, err = transform(obj); err != nil {
@@ -248,7 +255,7 @@ func (i *packingInformer) SetTransform(transform toolscache.TransformFunc) error
 		if o, ok := obj.(client.Object); ok && reflect.TypeOf(o).Elem() == i.packer.kind {
 			return i.packer.pack(o)
 		}
-		return obj, nil // a tombstone
+		return obj, nil // a tombstone, or an object of another kind
 	})
 }
 
@@ -270,14 +277,15 @@ func (i *packingInformer) AddEventHandlerWithOptions(handler toolscache.Resource
 }
 
 // AddIndexers implements toolscache.SharedIndexInformer, decoding each object for the index
-// functions.
+// functions. An object that does not decode, which takes a bug, is reported and left out of the
+// index: the store panics on an index function's error.
 func (i *packingInformer) AddIndexers(indexers toolscache.Indexers) error {
 	wrapped := make(toolscache.Indexers, len(indexers))
 	for name, index := range indexers {
 		wrapped[name] = func(obj any) ([]string, error) {
-			o, err := unpacked(obj)
-			if err != nil {
-				return nil, err
+			o, ok := unpackedOrReported(obj)
+			if !ok {
+				return nil, nil
 			}
 			return index(o)
 		}

@@ -18,6 +18,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	eventsclient "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,8 +85,9 @@ func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	}
 	// The objects of the kinds that run Jobs are held packed (PackedObject), their strings with
 	// them, so there is nothing to intern.
+	// Their reads must copy, which decodes: a read without a copy would get the PackedObject.
 	for _, kind := range infrav1.Kinds {
-		opts.Cache.ByObject[kind.New()] = cache.ByObject{Transform: StripUnread}
+		opts.Cache.ByObject[kind.New()] = cache.ByObject{Transform: StripUnread, UnsafeDisableDeepCopy: ptr.To(false)}
 	}
 	opts.Cache.NewInformer = NewPackingInformer(opts.Cache.NewInformer)
 	// Nothing reads managed fields or last-applied configurations; for a Job the managed fields
