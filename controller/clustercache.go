@@ -13,12 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/captf/captf/jobs"
 )
 
 // CachedCluster is a Cluster API Cluster as the ClusterCache holds it: what SlimCluster keeps,
@@ -39,7 +40,7 @@ type CachedCluster struct {
 	infraGroup, infraKind, infraName                           string
 	services, pods                                             []string
 	apiServerPort, endpointPort                                int32
-	paused, infrastructureProvisioned, controlPlaneInitialized optionalBool
+	paused, infrastructureProvisioned, controlPlaneInitialized jobs.OptionalBool
 }
 
 var _ client.Object = &CachedCluster{}
@@ -51,9 +52,9 @@ func CachedClusterOf(c *clusterv1.Cluster) *CachedCluster {
 	return &CachedCluster{
 		namedMetadata:             namedMetadata{name: s.Name, namespace: intern(s.Namespace), resourceVersion: s.ResourceVersion},
 		uid:                       s.UID,
-		paused:                    optionalBoolOf(s.Spec.Paused),
-		infrastructureProvisioned: optionalBoolOf(s.Status.Initialization.InfrastructureProvisioned),
-		controlPlaneInitialized:   optionalBoolOf(s.Status.Initialization.ControlPlaneInitialized),
+		paused:                    jobs.OptionalBoolOf(s.Spec.Paused),
+		infrastructureProvisioned: jobs.OptionalBoolOf(s.Status.Initialization.InfrastructureProvisioned),
+		controlPlaneInitialized:   jobs.OptionalBoolOf(s.Status.Initialization.ControlPlaneInitialized),
 		apiServerPort:             s.Spec.ClusterNetwork.APIServerPort,
 		endpointPort:              s.Spec.ControlPlaneEndpoint.Port,
 		services:                  s.Spec.ClusterNetwork.Services.CIDRBlocks,
@@ -67,39 +68,11 @@ func CachedClusterOf(c *clusterv1.Cluster) *CachedCluster {
 	}
 }
 
-// optionalBool is a *bool of the cache: unset, false or true, in a byte.
-type optionalBool uint8
-
-const (
-	boolUnset optionalBool = iota
-	boolFalse
-	boolTrue
-)
-
-func optionalBoolOf(b *bool) optionalBool {
-	switch {
-	case b == nil:
-		return boolUnset
-	case *b:
-		return boolTrue
-	default:
-		return boolFalse
-	}
-}
-
-// pointer returns a new *bool of b; nil when unset.
-func (b optionalBool) pointer() *bool {
-	if b == boolUnset {
-		return nil
-	}
-	return ptr.To(b == boolTrue)
-}
-
 // Cluster returns the Cluster SlimCluster would have kept, sharing nothing with c.
 func (c *CachedCluster) Cluster() clusterv1.Cluster {
 	out := clusterv1.Cluster{TypeMeta: metav1.TypeMeta{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster"}}
 	out.ObjectMeta = metav1.ObjectMeta{Name: c.name, Namespace: c.namespace, UID: c.uid, ResourceVersion: c.resourceVersion}
-	out.Spec.Paused = c.paused.pointer()
+	out.Spec.Paused = c.paused.Pointer()
 	out.Spec.ClusterNetwork.APIServerPort = c.apiServerPort
 	out.Spec.ClusterNetwork.Services.CIDRBlocks = clone(c.services)
 	out.Spec.ClusterNetwork.Pods.CIDRBlocks = clone(c.pods)
@@ -107,8 +80,8 @@ func (c *CachedCluster) Cluster() clusterv1.Cluster {
 	out.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: c.endpointHost, Port: c.endpointPort}
 	out.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: c.infraGroup, Kind: c.infraKind, Name: c.infraName}
 	out.Spec.Topology.Version = c.version
-	out.Status.Initialization.InfrastructureProvisioned = c.infrastructureProvisioned.pointer()
-	out.Status.Initialization.ControlPlaneInitialized = c.controlPlaneInitialized.pointer()
+	out.Status.Initialization.InfrastructureProvisioned = c.infrastructureProvisioned.Pointer()
+	out.Status.Initialization.ControlPlaneInitialized = c.controlPlaneInitialized.Pointer()
 	return out
 }
 

@@ -144,34 +144,7 @@ type ownerRef struct {
 	set                       bool
 	apiVersion, kind, name    string
 	uid                       types.UID
-	controller, blockDeletion optionalBool
-}
-
-// optionalBool is a *bool in comparable form.
-type optionalBool uint8
-
-const (
-	boolUnset optionalBool = iota
-	boolFalse
-	boolTrue
-)
-
-func optionalBoolOf(b *bool) optionalBool {
-	switch {
-	case b == nil:
-		return boolUnset
-	case *b:
-		return boolTrue
-	}
-	return boolFalse
-}
-
-func (b optionalBool) ptr() *bool {
-	if b == boolUnset {
-		return nil
-	}
-	v := b == boolTrue
-	return &v
+	controller, blockDeletion jobs.OptionalBool
 }
 
 // annotation is one kept annotation, with an interned key.
@@ -392,7 +365,7 @@ func (m *jobMemo) ownerReferences(target unique.Handle[jobTarget]) []metav1.Owne
 	}
 	refs := []metav1.OwnerReference{{
 		APIVersion: ref.apiVersion, Kind: ref.kind, Name: ref.name, UID: ref.uid,
-		Controller: ref.controller.ptr(), BlockOwnerDeletion: ref.blockDeletion.ptr(),
+		Controller: ref.controller.Pointer(), BlockOwnerDeletion: ref.blockDeletion.Pointer(),
 	}}
 	if m != nil {
 		if len(m.refs) >= memoLimit {
@@ -491,7 +464,7 @@ func recordOfJob(job *batchv1.Job) *jobRecord {
 	if ref != nil {
 		target.ref = ownerRef{
 			set: true, apiVersion: ref.APIVersion, kind: ref.Kind, name: ref.Name, uid: ref.UID,
-			controller: optionalBoolOf(ref.Controller), blockDeletion: optionalBoolOf(ref.BlockOwnerDeletion),
+			controller: jobs.OptionalBoolOf(ref.Controller), blockDeletion: jobs.OptionalBoolOf(ref.BlockOwnerDeletion),
 		}
 	}
 	r.target = unique.Make(target)
