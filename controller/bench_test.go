@@ -227,13 +227,7 @@ func BenchmarkController(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ns := "bench"
-	admin, err := client.New(env.Config, client.Options{Scheme: controller.NewScheme()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		b.Fatal(err)
-	}
+	admin := adminIn(ctx, b, env, ns)
 	variables := func(v string) []byte { return []byte(`{"release":"` + v + `"}`) }
 	name := func(i int) string { return fmt.Sprintf("c%04d", i) }
 	// The inputs each converged object renders: its spec's variables and the contract inputs of

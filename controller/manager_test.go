@@ -29,6 +29,20 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, testenv.Options{}))
 }
 
+// adminIn returns a client of the test API server with the controller's scheme, after creating
+// namespace ns with it.
+func adminIn(ctx context.Context, tb testing.TB, env *testenv.Env, ns string) client.Client {
+	tb.Helper()
+	admin, err := client.New(env.Config, client.Options{Scheme: controller.NewScheme()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		tb.Fatal(err)
+	}
+	return admin
+}
+
 // TestManagerRunsAJobUnderItsShippedRBAC runs the real manager, with its cache settings, as the
 // controller's ServiceAccount bound only by artifacts/controller/rbac.yaml.
 func TestManagerRunsAJobUnderItsShippedRBAC(t *testing.T) {
@@ -60,13 +74,7 @@ func TestManagerRunsAJobUnderItsShippedRBAC(t *testing.T) {
 		}
 	}()
 
-	admin, err := client.New(env.Config, client.Options{Scheme: controller.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "mgr"}}); err != nil {
-		t.Fatal(err)
-	}
+	admin := adminIn(ctx, t, env, "mgr")
 	tc := &infrav1.TerraformCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "mgr"},
 		Spec:       infrav1.TerraformClusterSpec{WorkspaceSpec: infrav1.WorkspaceSpec{Source: infrav1.SourceSpec{Image: "modules/net:v1"}}},

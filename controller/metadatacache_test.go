@@ -82,14 +82,8 @@ func TestTheMetadataCacheHoldsWhatTheSelectorsSelect(t *testing.T) {
 	env := testenv.Get(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	admin, err := client.New(env.Config, client.Options{Scheme: controller.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ns := "metadata-cache"
-	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	admin := adminIn(ctx, t, env, ns)
 	managed := map[string]string{jobs.LabelManaged: jobs.ManagedValue}
 	backup := map[string]string{jobs.LabelManaged: jobs.ManagedValue, workspace.LabelStateBackup: "true"}
 	for _, obj := range []client.Object{

@@ -206,22 +206,22 @@ func unpacked(obj any) (any, error) {
 	return obj, nil
 }
 
-// Packs reports whether the manager's cache holds objects like example packed: the typed
+// packs reports whether the manager's cache holds objects like example packed: the typed
 // objects of the kinds that run Jobs.
-func Packs(example runtime.Object) bool {
+func packs(example runtime.Object) bool {
 	_, ok := example.(infrav1.Workspace)
 	return ok
 }
 
 // NewPackingInformer is the manager cache's informer constructor (cache.Options.NewInformer):
-// the informers of the kinds Packs names hold PackedObjects; every other kind's is base's.
+// the informers of the kinds packs names hold PackedObjects; every other kind's is base's.
 func NewPackingInformer(base func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	if base == nil {
 		base = toolscache.NewSharedIndexInformer
 	}
 	return func(lw toolscache.ListerWatcher, example runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 		informer := base(lw, example, resync, indexers)
-		if !Packs(example) {
+		if !packs(example) {
 			return informer
 		}
 		p := &packingInformer{SharedIndexInformer: informer, packer: newObjectPacker(example.(client.Object))}

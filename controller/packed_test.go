@@ -202,14 +202,8 @@ func TestTheManagerCacheReadsPackedObjectsAsTheAPIServerServesThem(t *testing.T)
 	env := testenv.Get(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	admin, err := client.New(env.Config, client.Options{Scheme: controller.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ns := "packed-cache"
-	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	admin := adminIn(ctx, t, env, ns)
 	for _, name := range []string{"one", "two"} {
 		tc := convergedCluster(name)
 		tc.ObjectMeta = metav1.ObjectMeta{Name: name, Namespace: ns, Labels: tc.Labels, Annotations: tc.Annotations}

@@ -84,8 +84,8 @@ func ManagerOptions(opts ctrl.Options) ctrl.Options {
 		opts.Cache.ByObject[metadataOf(gvk)] = cache.ByObject{Label: selector, Transform: chain(SlimMetadata, StripUnread, Intern)}
 	}
 	// The objects of the kinds that run Jobs are held packed (PackedObject), their strings with
-	// them, so there is nothing to intern.
-	// Their reads must copy, which decodes: a read without a copy would get the PackedObject.
+	// them, so there is nothing to intern. Their reads must copy, which decodes: a read without a
+	// copy would get the PackedObject.
 	for _, kind := range infrav1.Kinds {
 		opts.Cache.ByObject[kind.New()] = cache.ByObject{Transform: StripUnread, UnsafeDisableDeepCopy: ptr.To(false)}
 	}
