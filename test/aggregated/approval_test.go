@@ -213,9 +213,37 @@ func TestApproverWithoutEditRightsApproves(t *testing.T) {
 	}
 }
 
+// TestEditDoesNotApprove: the edit role, which reads plans, does not approve them; a RoleBinding
+// to captf-plan-approver does. Whoever may change a spec would otherwise approve the plan of
+// their own change.
+func TestEditDoesNotApprove(t *testing.T) {
+	c := newClients(t)
+	f := newPlanFixture(t, c)
+	editor := newUser(t, c, f.ns, "editor-"+f.ns, "edit")
+	// Once the editor lists plans, captf-plans-edit is aggregated into edit: the refusal below
+	// is the install's, not the aggregation controller's delay.
+	waitForRBAC(t, editor, "list", "plans.runs.captf.io", f.ns, true)
+	code, body := editor.approve(t, f.ns, f.current, approvalBody(f.current, planHash), false)
+	if code != http.StatusForbidden || !strings.Contains(body, "plans/approval") {
+		t.Fatalf("approval by an editor: %d %s, want 403", code, body)
+	}
+	if got := f.annotationsOf(t, c); len(got) != 0 {
+		t.Fatalf("annotations after a refused approval: %v", got)
+	}
+
+	approver := newUser(t, c, f.ns, "approver-"+f.ns, "captf-plan-approver")
+	waitForRBAC(t, approver, "create", "plans.runs.captf.io/approval", f.ns, true)
+	if code, body := approver.approve(t, f.ns, f.current, approvalBody(f.current, planHash), false); code != http.StatusCreated {
+		t.Fatalf("approval by a captf-plan-approver: %d %s, want 201", code, body)
+	}
+	if got := f.annotationsOf(t, c); got[jobs.AnnotationApprovedBy] != approver.name {
+		t.Fatalf("annotations after the approval = %v, want the plan approved by %s", got, approver.name)
+	}
+}
+
 // TestApprovalsPassOnlyThroughPlansApproval: with the install's policy in force, a person who
-// may edit the TerraformCluster cannot write the approval on it, while the same approval POSTed
-// to plans/approval passes, written by the server's ServiceAccount.
+// may edit the TerraformCluster and approve plans cannot write the approval on it, while the
+// same approval POSTed to plans/approval passes, written by the server's ServiceAccount.
 func TestApprovalsPassOnlyThroughPlansApproval(t *testing.T) {
 	c := newClients(t)
 	f := newPlanFixture(t, c)
@@ -227,12 +255,17 @@ func TestApprovalsPassOnlyThroughPlansApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	editor := newUser(t, c, f.ns, "editor-"+f.ns, "edit")
-	if _, err := c.kube.RbacV1().RoleBindings(f.ns).Create(t.Context(), &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "editor-terraform", Namespace: f.ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: editor.name}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for name, ref := range map[string]rbacv1.RoleRef{
+		"editor-terraform": {APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		"editor-approver":  {APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "captf-plan-approver"},
+	} {
+		if _, err := c.kube.RbacV1().RoleBindings(f.ns).Create(t.Context(), &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
+			RoleRef:    ref,
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: editor.name}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	waitForRBAC(t, editor, "patch", "terraformclusters.infrastructure.cluster.x-k8s.io", f.ns, true)
 	waitForRBAC(t, editor, "create", "plans.runs.captf.io/approval", f.ns, true)

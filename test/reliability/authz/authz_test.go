@@ -1,7 +1,7 @@
 // Package authz checks with SubjectAccessReviews against the real kube-apiserver, under the RBAC
 // of artifacts/, that each identity can do what it needs and nothing on a list of things it must
-// not: a view-only user, a plan approver, an editor, an operator, and the ServiceAccounts of the aggregated
-// API server and of the controller.
+// not: a view-only user, a plan approver, an editor, an admin, an operator, a state unlocker, and the
+// ServiceAccounts of the aggregated API server and of the controller.
 package authz
 
 import (
@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/captf/captf/controller/state"
+	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/reliability/rel"
 	"github.com/captf/captf/test/testenv"
 )
@@ -102,7 +104,7 @@ func TestLeastPrivilege(t *testing.T) {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for user, role := range map[string]string{"viewer": "view", "approver": "captf-plan-approver", "editor": "edit", "operator": "captf-operator"} {
+	for user, role := range map[string]string{"viewer": "view", "approver": "captf-plan-approver", "editor": "edit", "admin": "admin", "operator": "captf-operator", "unlocker": "captf-state-unlocker"} {
 		_, err := kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: user},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
@@ -112,20 +114,27 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The aggregation controller folds captf's roles into view and edit.
+	// The aggregation controller folds captf's roles into view, edit and admin.
 	for _, c := range []check{
 		{who: person("viewer"), verb: "get", group: "runs.captf.io", resource: "runs", namespace: ns, allowed: true},
-		{who: person("editor"), verb: "create", group: "runs.captf.io", resource: "plans", subresource: "approval", namespace: ns, allowed: true},
+		{who: person("editor"), verb: "list", group: "runs.captf.io", resource: "plans", namespace: ns, allowed: true},
 		{who: person("editor"), verb: "patch", group: "infrastructure.cluster.x-k8s.io", resource: "terraformclusters", namespace: ns, allowed: true},
+		{who: person("admin"), verb: "list", group: "runs.captf.io", resource: "plans", namespace: ns, allowed: true},
+		{who: person("admin"), verb: "patch", group: "infrastructure.cluster.x-k8s.io", resource: "terraformclusters", namespace: ns, allowed: true},
 	} {
 		if err := rel.Poll(60*time.Second, func() (bool, error) { return allowed(ctx, kube, c) }); err != nil {
 			t.Fatalf("%s: never allowed: %v", c, err)
 		}
 	}
 
-	viewer, approver, editor, operator := person("viewer"), person("approver"), person("editor"), person("operator")
+	viewer, approver, editor, admin := person("viewer"), person("approver"), person("editor"), person("admin")
+	operator, unlocker := person("operator"), person("unlocker")
 	apiserver, ctrl := serviceAccount("captf-system", "captf-apiserver"), serviceAccount("captf-system", "captf-controller")
-	const infra, runs = "infrastructure.cluster.x-k8s.io", "runs.captf.io"
+	const infra, runs, coordination = "infrastructure.cluster.x-k8s.io", "runs.captf.io", "coordination.k8s.io"
+	// The Leases of a TerraformCluster web: its state lock (which unlock releases) and its run
+	// Lease; and one that is not captf's.
+	suffix := jobs.StateSecretSuffix(ns, jobs.KindCluster, "web")
+	lockLease, runLease, otherLease := state.LockLeaseName(suffix), jobs.RunLeaseName(suffix), "leader-election-of-another-app"
 	checks := []check{
 		// A view-only user reads runs, and neither reads nor approves plans.
 		{viewer, "get", runs, "runs", "", ns, "", true},
@@ -143,36 +152,58 @@ func TestLeastPrivilege(t *testing.T) {
 		{approver, "patch", infra, "terraformclusters", "status", ns, "", false},
 		{approver, "get", "", "secrets", "", ns, "", false},
 		{approver, "create", runs, "plans", "approval", "other", "", false},
-		{viewer, "update", "coordination.k8s.io", "leases", "", ns, "", false},
-		// An editor reads and approves plans, and has the operator's rights.
+		{viewer, "update", coordination, "leases", "", ns, "", false},
+		// An editor reads plans and has the operator's rights, but approves nothing: whoever may
+		// change a spec does not approve the plan of that change. Kubernetes' own edit role
+		// writes Leases.
 		{editor, "list", runs, "plans", "", ns, "", true},
-		{editor, "create", runs, "plans", "approval", ns, "", true},
+		{editor, "create", runs, "plans", "approval", ns, "", false},
 		{editor, "patch", infra, "terraformmachines", "", ns, "", true},
-		{editor, "update", "coordination.k8s.io", "leases", "", ns, "", true},
-		// An operator (kubectl captf suspend, resume, reconcile, replan, unlock) annotates the
-		// objects, reads the lock holder's pod and releases the lock Lease, and nothing more.
+		{editor, "update", coordination, "leases", "", ns, "", true},
+		// Neither does an admin of the namespace approve without captf-plan-approver.
+		{admin, "list", runs, "plans", "", ns, "", true},
+		{admin, "create", runs, "plans", "approval", ns, "", false},
+		// An operator (kubectl captf suspend, resume, reconcile, replan) annotates the objects and
+		// nothing more: no Lease of the namespace, captf's or another's, is its to write.
 		{operator, "get", infra, "terraformclusters", "", ns, "", true},
 		{operator, "list", infra, "terraformmachines", "", ns, "", true},
 		{operator, "patch", infra, "terraformclusters", "", ns, "", true},
 		{operator, "patch", infra, "terraformmachines", "", ns, "", true},
 		{operator, "patch", infra, "terraformmachinepools", "", ns, "", true},
-		{operator, "get", "coordination.k8s.io", "leases", "", ns, "", true},
-		{operator, "update", "coordination.k8s.io", "leases", "", ns, "", true},
-		{operator, "get", "", "pods", "", ns, "", true},
 		{operator, "list", runs, "runs", "", ns, "", true},
+		{operator, "update", coordination, "leases", "", ns, lockLease, false},
+		{operator, "update", coordination, "leases", "", ns, runLease, false},
+		{operator, "update", coordination, "leases", "", ns, otherLease, false},
+		{operator, "patch", coordination, "leases", "", ns, otherLease, false},
+		{operator, "get", coordination, "leases", "", ns, "", false},
+		{operator, "get", "", "pods", "", ns, "", false},
 		{operator, "update", infra, "terraformclusters", "", ns, "", false},
 		{operator, "delete", infra, "terraformclusters", "", ns, "", false},
 		{operator, "create", infra, "terraformclusters", "", ns, "", false},
 		{operator, "patch", infra, "terraformclusters", "status", ns, "", false},
 		{operator, "patch", infra, "terraformclusteridentities", "", "", "", false},
-		{operator, "create", "coordination.k8s.io", "leases", "", ns, "", false},
-		{operator, "delete", "coordination.k8s.io", "leases", "", ns, "", false},
+		{operator, "create", coordination, "leases", "", ns, "", false},
+		{operator, "delete", coordination, "leases", "", ns, "", false},
 		{operator, "get", "", "secrets", "", ns, "", false},
 		{operator, "delete", "", "pods", "", ns, "", false},
 		{operator, "create", "", "pods", "exec", ns, "", false},
 		{operator, "get", runs, "plans", "", ns, "", false},
 		{operator, "create", runs, "plans", "approval", ns, "", false},
 		{operator, "patch", infra, "terraformclusters", "", "other", "", false},
+		// A state unlocker (kubectl captf unlock), bound by an administrator and aggregated
+		// nowhere: reads the object and the holder's pod and releases the lock by an update.
+		{unlocker, "get", infra, "terraformclusters", "", ns, "", true},
+		{unlocker, "get", infra, "terraformmachinepools", "", ns, "", true},
+		{unlocker, "get", coordination, "leases", "", ns, lockLease, true},
+		{unlocker, "update", coordination, "leases", "", ns, lockLease, true},
+		{unlocker, "get", "", "pods", "", ns, "", true},
+		{unlocker, "patch", infra, "terraformclusters", "", ns, "", false},
+		{unlocker, "create", coordination, "leases", "", ns, "", false},
+		{unlocker, "delete", coordination, "leases", "", ns, lockLease, false},
+		{unlocker, "list", coordination, "leases", "", ns, "", false},
+		{unlocker, "update", coordination, "leases", "", "other", lockLease, false},
+		{unlocker, "get", "", "secrets", "", ns, "", false},
+		{unlocker, "create", runs, "plans", "approval", ns, "", false},
 		// The aggregated API server: reads Jobs and the kinds, patches approvals, delegates auth.
 		{apiserver, "list", "batch", "jobs", "", "", "", true},
 		{apiserver, "watch", "batch", "jobs", "", "", "", true},
