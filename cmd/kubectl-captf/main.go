@@ -3,7 +3,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -16,7 +15,7 @@ func main() {
 	// The command that failed names the role a 403 asks for.
 	cmd, err := root.ExecuteC()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "error: %v\n", app.Actionable(cmd, err))
+		app.PrintError(os.Stderr, cmd, err)
 		os.Exit(1)
 	}
 }

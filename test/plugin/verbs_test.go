@@ -116,7 +116,7 @@ func TestVerbsHelpIsGrouped(t *testing.T) {
 	if strings.Index(help.stdout, "Operate on objects:") > strings.Index(help.stdout, "  unlock") {
 		t.Errorf("unlock is not listed under Operate on objects:\n%s", help.stdout)
 	}
-	s.mustCaptf("", "", []string{"Rights needed:", "captf-operator", "Examples:"}, "unlock", "--help")
+	s.mustCaptf("", "", []string{"Rights needed:", "captf-state-unlocker", "Examples:"}, "unlock", "--help")
 }
 
 // TestVerbsSuspendAndResume: an operator suspends a cluster, `why` says so, a spec change starts
@@ -262,11 +262,12 @@ func TestVerbsReplanThenApproveAllFor(t *testing.T) {
 
 // TestVerbsUnlock: `unlock` shows who holds the state lock, refuses while the holder's pod runs,
 // releases a stale lock of a finished pod after confirmation, and a workstation's lock when told
-// to, by an update of the lock Lease.
+// to, by an update of the lock Lease, for a captf-state-unlocker; an operator cannot.
 func TestVerbsUnlock(t *testing.T) {
 	s := newSuite(t)
 	s.Cluster("locked", `{"name":"locked"}`)
 	applied := s.awaitRun("locked", "apply", 1, 3*time.Minute, runsv1alpha1.RunPhaseSucceeded)
+	unlocker := s.userWithRole("unlocker", app.RoleStateUnlocker)
 	operator := s.userWithRole("operator", app.RoleOperator)
 	leaseKey := client.ObjectKey{Namespace: s.NS, Name: state.LockLeaseName(jobs.StateSecretSuffix(s.NS, jobs.KindCluster, "locked"))}
 	lock := func(who string) {
@@ -285,7 +286,7 @@ func TestVerbsUnlock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.mustCaptf(operator, "", []string{"The state of TerraformCluster/locked is not locked"}, "unlock", "locked")
+	s.mustCaptf(unlocker, "", []string{"The state of TerraformCluster/locked is not locked"}, "unlock", "locked")
 
 	// A pod of the cluster's own Jobs that still runs holds the lock: never released.
 	podName := applied.Name + "-q7x2k"
@@ -301,15 +302,15 @@ func TestVerbsUnlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	lock("root@" + podName)
-	s.failCaptf(operator, "", "its holder's pod "+podName+" still runs (phase Running)", "unlock", "locked", "--yes")
+	s.failCaptf(unlocker, "", "its holder's pod "+podName+" still runs (phase Running)", "unlock", "locked", "--yes")
 
 	// Once that pod finished, the lock is stale: shown, declined, then released.
 	pod.Status.Phase = corev1.PodFailed
 	if err := s.C.Status().Update(s.Ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	s.mustCaptf(operator, "n\n", []string{"Holder:    root@" + podName, "Pod:       " + podName + " is Failed", "Stale:     yes", "[y/N]", "Not released"}, "unlock", "locked")
-	s.mustCaptf(operator, "y\n", []string{"Released the state lock 6c1e9d3a-0000-4000-8000-000000000001 of TerraformCluster/locked"}, "unlock", "locked")
+	s.mustCaptf(unlocker, "n\n", []string{"Holder:    root@" + podName, "Pod:       " + podName + " is Failed", "Stale:     yes", "[y/N]", "Not released"}, "unlock", "locked")
+	s.mustCaptf(unlocker, "y\n", []string{"Released the state lock 6c1e9d3a-0000-4000-8000-000000000001 of TerraformCluster/locked"}, "unlock", "locked")
 	var lease coordinationv1.Lease
 	if err := s.C.Get(s.Ctx, leaseKey, &lease); err != nil {
 		t.Fatal(err)
@@ -318,9 +319,11 @@ func TestVerbsUnlock(t *testing.T) {
 		t.Fatalf("the lock Lease still holds a lock: %+v %v", lease.Spec, lease.Annotations)
 	}
 
-	// A workstation's lock is not known stale: released only when the operator says so.
+	// A workstation's lock is not known stale: released only when the unlocker says so. An
+	// operator, who may suspend and annotate, may not break it.
 	lock("alice@laptop")
-	s.mustCaptf(operator, "", []string{"Holder:    alice@laptop", `Stale:     unknown: lock 6c1e9d3a-0000-4000-8000-000000000001 held by "alice@laptop"`, "Released the state lock"}, "unlock", "locked", "--yes")
+	s.failCaptf(operator, "", "ClusterRole captf-state-unlocker grants it", "unlock", "locked", "--yes")
+	s.mustCaptf(unlocker, "", []string{"Holder:    alice@laptop", `Stale:     unknown: lock 6c1e9d3a-0000-4000-8000-000000000001 held by "alice@laptop"`, "Released the state lock"}, "unlock", "locked", "--yes")
 }
 
 // TestVerbsHistory: a viewer reads a cluster's runs as a timeline per operation, oldest first,

@@ -30,6 +30,9 @@ type Options struct {
 	Flags *genericclioptions.ConfigFlags
 	// Now is the time commands compute "in 45s" and "ago" from.
 	Now func() time.Time
+	// NewClient, when set, is how commands connect instead of through Flags (tests hand in a
+	// fake cluster).
+	NewClient func() (client.Client, error)
 }
 
 // NewCommand returns the root command with its subcommands.
@@ -80,6 +83,9 @@ func (o *Options) namespace() (string, error) {
 
 // client returns a controller-runtime client for the kubeconfig's cluster.
 func (o *Options) client() (client.Client, error) {
+	if o.NewClient != nil {
+		return o.NewClient()
+	}
 	cfg, err := o.Flags.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("reading the kubeconfig: %w", err)

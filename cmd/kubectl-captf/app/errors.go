@@ -92,7 +92,8 @@ func forbiddenAdvice(cmd *cobra.Command, err error) string {
 	if m == nil {
 		return ""
 	}
-	user, verb, resource, group, ns := m[1], m[2], m[3], m[4], m[5]
+	// The message is the server's: each part shown is Printable.
+	user, verb, resource, group, ns := Printable(m[1]), Printable(m[2]), Printable(m[3]), Printable(m[4]), Printable(m[5])
 	what := resource
 	if group != "" {
 		what += " (" + group + ")"

@@ -27,6 +27,8 @@ const (
 	RoleRunsView     = "captf-runs-view"
 	RolePlanApprover = "captf-plan-approver"
 	RoleOperator     = "captf-operator"
+	// RoleStateUnlocker is aggregated nowhere: it may update every Lease of the namespace.
+	RoleStateUnlocker = "captf-state-unlocker"
 )
 
 // displayName is how people type the plugin: kubectl finds kubectl-captf on PATH.

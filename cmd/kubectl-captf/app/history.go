@@ -202,15 +202,15 @@ func PrintHistory(w io.Writer, h History, now time.Time) error {
 			if i > 0 {
 				b.WriteString("\n")
 			}
-			fmt.Fprintf(&b, "%s/%s\n", op.Target.Kind, op.Target.Name)
+			fmt.Fprintf(&b, "%s\n", Printable(op.Target.Kind+"/"+op.Target.Name))
 			last = op.Target
 		}
-		fmt.Fprintf(&b, "  %s\n", orNone(op.Operation))
+		fmt.Fprintf(&b, "  %s\n", Printable(orNone(op.Operation)))
 		tw := tabwriter.NewWriter(&b, 0, 8, 3, ' ', 0)
 		fmt.Fprintln(tw, "    ATTEMPT\tRETRY\tPHASE\tSTARTED\tDURATION\tBACKOFF\tERROR\tRUN")
 		for _, r := range op.Runs {
-			fmt.Fprintf(tw, "    %d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Attempt, r.RetryNumber, orNone(string(r.Phase)),
-				startedAt(r), entryDuration(r), backoffWindow(r.Backoff, now), runError(r.Error), r.Name)
+			fmt.Fprintf(tw, "    %d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Attempt, r.RetryNumber, Printable(orNone(string(r.Phase))),
+				startedAt(r), entryDuration(r), backoffWindow(r.Backoff, now), Printable(runError(r.Error)), Printable(r.Name))
 		}
 		if err := tw.Flush(); err != nil {
 			return fmt.Errorf("writing the history: %w", err)

@@ -54,7 +54,8 @@ func newApproveCommand(o *Options) *cobra.Command {
 			"--all-for TARGET approves the one plan of the objects named TARGET that waits for approval\n" +
 			"(phase AwaitingApproval), and refuses when none or several wait." +
 			rights("get on plans and create on plans/approval (runs.captf.io), granted by the\n"+
-				"ClusterRole captf-plan-approver, and by captf-plans-edit, which the edit and admin roles aggregate."),
+				"ClusterRole captf-plan-approver, which an administrator binds per namespace: no edit or\n"+
+				"admin role approves, so that whoever changes a spec does not approve the plan of it."),
 		GroupID: GroupOperate,
 		Example: templates.Examples(`
 			# Show the plan, then approve it after answering y
@@ -109,7 +110,7 @@ func (o *Options) waitingPlanOf(ctx context.Context, target string) (string, err
 	var name string
 	var waiting, others []string
 	for _, p := range plans.Items {
-		desc := fmt.Sprintf("%s (%s/%s, %s)", p.Name, p.Spec.Target.Kind, p.Spec.Target.Name, orNone(string(p.Status.Phase)))
+		desc := Printable(fmt.Sprintf("%s (%s/%s, %s)", p.Name, p.Spec.Target.Kind, p.Spec.Target.Name, orNone(string(p.Status.Phase))))
 		if p.Status.Phase == runsv1alpha1.PlanPhaseAwaitingApproval {
 			name, waiting = p.Name, append(waiting, desc)
 		} else {
@@ -147,17 +148,18 @@ func (o *Options) getPlan(ctx context.Context, name string) (client.Client, *run
 	return c, &plan, nil
 }
 
-// PrintPlan writes a plan's summary and its resources.
+// PrintPlan writes a plan's summary and its resources. Every text is the server's, and the
+// resource addresses come from the module's run, so each is shown Printable.
 func PrintPlan(w io.Writer, p *runsv1alpha1.Plan) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Plan:      %s\n", p.Name)
-	fmt.Fprintf(&b, "Namespace: %s\n", p.Namespace)
-	fmt.Fprintf(&b, "Target:    %s/%s\n", p.Spec.Target.Kind, p.Spec.Target.Name)
-	fmt.Fprintf(&b, "Source:    %s\n", p.Spec.Source)
-	fmt.Fprintf(&b, "Phase:     %s\n", orNone(string(p.Status.Phase)))
-	fmt.Fprintf(&b, "Hash:      %s\n", orNone(p.Status.PlanHash))
+	fmt.Fprintf(&b, "Plan:      %s\n", Printable(p.Name))
+	fmt.Fprintf(&b, "Namespace: %s\n", Printable(p.Namespace))
+	fmt.Fprintf(&b, "Target:    %s\n", planTarget(p))
+	fmt.Fprintf(&b, "Source:    %s\n", Printable(string(p.Spec.Source)))
+	fmt.Fprintf(&b, "Phase:     %s\n", Printable(orNone(string(p.Status.Phase))))
+	fmt.Fprintf(&b, "Hash:      %s\n", Printable(orNone(p.Status.PlanHash)))
 	if p.Status.ApprovalHash != p.Status.PlanHash {
-		fmt.Fprintf(&b, "Approve:   %s (the inputs hash: approving a blocked apply approves its inputs, not an exact plan)\n", orNone(p.Status.ApprovalHash))
+		fmt.Fprintf(&b, "Approve:   %s (the inputs hash: approving a blocked apply approves its inputs, not an exact plan)\n", Printable(orNone(p.Status.ApprovalHash)))
 	}
 	fmt.Fprintf(&b, "Changes:   %d to add, %d to change, %d to destroy\n", p.Status.Add, p.Status.Change, p.Status.Destroy)
 	if p.Status.Destructive {
@@ -168,7 +170,7 @@ func PrintPlan(w io.Writer, p *runsv1alpha1.Plan) error {
 		if p.Status.ApprovedAt != nil {
 			at = " at " + p.Status.ApprovedAt.UTC().Format("2006-01-02T15:04:05Z")
 		}
-		fmt.Fprintf(&b, "Approved:  by %s%s\n", p.Status.ApprovedBy, at)
+		fmt.Fprintf(&b, "Approved:  by %s%s\n", Printable(p.Status.ApprovedBy), at)
 	}
 	if p.Status.ResultUnreadable {
 		fmt.Fprintf(&b, "The run's result summary is unreadable.\n")
@@ -178,7 +180,7 @@ func PrintPlan(w io.Writer, p *runsv1alpha1.Plan) error {
 	} else {
 		fmt.Fprintf(&b, "Resources:\n")
 		for _, r := range p.Status.Resources {
-			fmt.Fprintf(&b, "  %-16s %s\n", strings.Join(r.Actions, ","), r.Address)
+			fmt.Fprintf(&b, "  %-16s %s\n", Printable(strings.Join(r.Actions, ",")), Printable(r.Address))
 		}
 		if p.Status.Truncated {
 			fmt.Fprintf(&b, "  … (truncated: the plan changes more resources than are listed)\n")
@@ -186,6 +188,11 @@ func PrintPlan(w io.Writer, p *runsv1alpha1.Plan) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// planTarget is the plan's Kind/name, Printable.
+func planTarget(p *runsv1alpha1.Plan) string {
+	return Printable(p.Spec.Target.Kind + "/" + p.Spec.Target.Name)
 }
 
 // approve shows the plan, asks unless yes, and POSTs the approval.
@@ -201,10 +208,10 @@ func (o *Options) approve(ctx context.Context, name, hash string, yes, dryRun bo
 		hash = plan.Status.ApprovalHash
 	}
 	if hash == "" {
-		return fmt.Errorf("plan %s has no hash to approve yet (phase %s); wait until it is AwaitingApproval", name, orNone(string(plan.Status.Phase)))
+		return fmt.Errorf("plan %s has no hash to approve yet (phase %s); wait until it is AwaitingApproval", name, Printable(orNone(string(plan.Status.Phase))))
 	}
 	if !yes {
-		ok, err := confirm(o.In, o.Out, fmt.Sprintf("\nApprove plan %s of %s/%s with hash %s? [y/N]: ", name, plan.Spec.Target.Kind, plan.Spec.Target.Name, hash))
+		ok, err := confirm(o.In, o.Out, fmt.Sprintf("\nApprove plan %s of %s with hash %s? [y/N]: ", Printable(name), planTarget(plan), Printable(hash)))
 		if err != nil {
 			return err
 		}
@@ -228,9 +235,9 @@ func (o *Options) approve(ctx context.Context, name, hash string, yes, dryRun bo
 	if dryRun {
 		verb = "Would approve (dry run)"
 	}
-	fmt.Fprintf(o.Out, "%s plan %s for %s/%s as %s.\n", verb, name, plan.Spec.Target.Kind, plan.Spec.Target.Name, approval.Status.ApprovedBy)
+	fmt.Fprintf(o.Out, "%s plan %s for %s as %s.\n", verb, Printable(name), planTarget(plan), Printable(approval.Status.ApprovedBy))
 	if approval.Status.Message != "" {
-		fmt.Fprintln(o.Out, approval.Status.Message)
+		fmt.Fprintln(o.Out, Printable(approval.Status.Message))
 	}
 	return nil
 }
@@ -242,6 +249,7 @@ func approvalError(name string, err error) error {
 	if errors.As(err, &status) && status.Status().Message != "" {
 		msg = status.Status().Message
 	}
+	msg = Printable(msg)
 	switch {
 	case apierrors.IsConflict(err):
 		return fmt.Errorf("plan %s was not approved (409 Conflict): %s", name, msg)

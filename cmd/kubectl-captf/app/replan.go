@@ -51,7 +51,7 @@ func newReplanCommand(o *Options) *cobra.Command {
 			}
 			fmt.Fprintf(o.Out, "Requested a fresh plan of %s (%s=%s).\n", t, jobs.AnnotationReplan, at)
 			if plan := *planned.PlanPreview(); plan != nil {
-				fmt.Fprintf(o.Out, "It replaces the plan %s of run %s; follow it with `kubectl captf runs %s`.\n", plan.PlanHash, plan.Job, t.Obj.GetName())
+				fmt.Fprintf(o.Out, "It replaces the plan %s of run %s; follow it with `kubectl captf runs %s`.\n", Printable(plan.PlanHash), Printable(plan.Job), t.Obj.GetName())
 			} else {
 				fmt.Fprintf(o.Out, "No plan waits now: the controller plans when an apply is next due (`kubectl captf why %s` says what is due).\n", t.Obj.GetName())
 			}

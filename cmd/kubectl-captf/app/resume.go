@@ -41,7 +41,7 @@ func newResumeCommand(o *Options) *cobra.Command {
 			// The object as now written: only the Cluster can still pause it.
 			delete(t.Obj.GetAnnotations(), workspace.PausedAnnotation)
 			if pause, err := workspace.PauseOf(cmd.Context(), c, t.Obj); err == nil && pause.Paused {
-				fmt.Fprintf(o.Out, "It stays paused: %s (resume that Cluster, e.g. once clusterctl move is done).\n", pause.Why)
+				fmt.Fprintf(o.Out, "It stays paused: %s (resume that Cluster, e.g. once clusterctl move is done).\n", Printable(pause.Why))
 			}
 			return nil
 		},

@@ -43,7 +43,7 @@ func newSuspendCommand(o *Options) *cobra.Command {
 			}
 			fmt.Fprintf(o.Out, "Suspended %s: the controller starts no run of it until `kubectl captf resume %s`.\n", t, t.Obj.GetName())
 			if active := t.Obj.WorkspaceStatus().ActiveJob; active != nil {
-				fmt.Fprintf(o.Out, "The running %s run %s finishes first.\n", active.Operation, active.Name)
+				fmt.Fprintf(o.Out, "The running %s run %s finishes first.\n", Printable(string(active.Operation)), Printable(active.Name))
 			}
 			return nil
 		},

@@ -36,8 +36,8 @@ type target struct {
 	Obj  infrav1.Workspace
 }
 
-// String is Kind/name, as the runs table shows targets.
-func (t target) String() string { return t.Kind.Kind + "/" + t.Obj.GetName() }
+// String is Kind/name, as the runs table shows targets, Printable.
+func (t target) String() string { return Printable(t.Kind.Kind + "/" + t.Obj.GetName()) }
 
 // lookupTarget connects with the user's flags and reads the object of that name in the
 // namespace of -n (see findTarget).
@@ -154,8 +154,9 @@ func (o *Options) writeBackoffs(ctx context.Context, c client.Client, t target, 
 	now := o.Now()
 	for _, r := range open {
 		b := r.Status.Backoff
+		op := Printable(r.Spec.Operation)
 		fmt.Fprintf(o.Out, "A backoff window of %s stays open until %s (%s) after %d counted failure(s), the newest %s: %s does not skip it; no %s starts before then.\n",
-			r.Spec.Operation, b.RetryAfter.UTC().Format("2006-01-02T15:04:05Z"), Until(b.RetryAfter.Time, now), b.Failures, r.Name, verb, r.Spec.Operation)
+			op, b.RetryAfter.UTC().Format("2006-01-02T15:04:05Z"), Until(b.RetryAfter.Time, now), b.Failures, Printable(r.Name), verb, op)
 	}
 	return nil
 }

@@ -33,14 +33,15 @@ func newUnlockCommand(o *Options) *cobra.Command {
 			"applies only to the Lease as read, so a lock taken again meanwhile is left alone.\n\n" +
 			"Rights needed: get on terraformclusters, terraformmachines and terraformmachinepools\n" +
 			"(infrastructure.cluster.x-k8s.io), get and update on leases (coordination.k8s.io) and get on\n" +
-			"pods, granted by ClusterRole " + RoleOperator + ".",
+			"pods, granted by ClusterRole " + RoleStateUnlocker + ", which no other role aggregates: it may\n" +
+			"update every Lease of the namespace, so an administrator binds it to the few who may break a lock.",
 		Example: "  # Show who holds the state lock of the TerraformCluster web and release it after confirmation\n" +
 			"  kubectl captf unlock web\n\n" +
 			"  # Release it without asking\n" +
 			"  kubectl captf unlock web --yes",
 		Args:              cobra.ExactArgs(1),
 		GroupID:           GroupOperate,
-		Annotations:       map[string]string{RoleAnnotation: RoleOperator},
+		Annotations:       map[string]string{RoleAnnotation: RoleStateUnlocker},
 		ValidArgsFunction: CompleteTargets(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.unlock(cmd.Context(), args[0], kind, yes)
@@ -64,7 +65,8 @@ func (o *Options) unlock(ctx context.Context, name, kind string, yes bool) error
 	}
 	o.printLock(t, held)
 	if !workspace.PodDone(held.pod) {
-		return fmt.Errorf("the lock of %s is in use: its holder's pod %s still runs (phase %s%s); wait for it to end, or delete that pod", t, held.pod.Name, held.pod.Status.Phase, deleting(held.pod))
+		return fmt.Errorf("the lock of %s is in use: its holder's pod %s still runs (phase %s%s); wait for it to end, or delete that pod",
+			t, Printable(held.pod.Name), Printable(string(held.pod.Status.Phase)), deleting(held.pod))
 	}
 	objKind := jobs.Kind(t.Kind.Kind)
 	var ownPod *corev1.Pod
@@ -74,7 +76,7 @@ func (o *Options) unlock(ctx context.Context, name, kind string, yes bool) error
 	if verdict := workspace.JudgeStateLock(held.lock, objKind, name, ownPod); verdict.StaleID != "" {
 		fmt.Fprintf(o.Out, "Stale:     yes: a pod of this object's Jobs took it and is gone or finished (the controller would also release it before the next run)\n")
 	} else {
-		fmt.Fprintf(o.Out, "Stale:     unknown: %s; release it only if you know that holder is dead\n", verdict.HeldBy)
+		fmt.Fprintf(o.Out, "Stale:     unknown: %s; release it only if you know that holder is dead\n", Printable(verdict.HeldBy))
 	}
 	if !yes {
 		ok, err := confirm(o.In, o.Out, fmt.Sprintf("\nRelease the state lock of %s? [y/N]: ", t))
@@ -108,7 +110,7 @@ func (o *Options) readLock(ctx context.Context, c client.Client, t target) (*hel
 		_, err := fmt.Fprintf(o.Out, "The state of %s is not locked: it has no lock Lease %s yet.\n", t, leaseName)
 		return nil, err
 	case apierrors.IsForbidden(err):
-		return nil, fmt.Errorf("reading the lock Lease %s: %w (bind ClusterRole %s for get on leases)", leaseName, err, RoleOperator)
+		return nil, fmt.Errorf("reading the lock Lease %s: %w (bind ClusterRole %s for get on leases)", leaseName, err, RoleStateUnlocker)
 	case err != nil:
 		return nil, fmt.Errorf("reading the lock Lease %s: %w", leaseName, err)
 	}
@@ -129,7 +131,7 @@ func (o *Options) readLock(ctx context.Context, c client.Client, t target) (*hel
 	case err == nil:
 		held.pod = &pod
 	case apierrors.IsForbidden(err):
-		return nil, fmt.Errorf("reading pod %s, which the lock holder names: %w (bind ClusterRole %s for get on pods)", host, err, RoleOperator)
+		return nil, fmt.Errorf("reading pod %s, which the lock holder names: %w (bind ClusterRole %s for get on pods)", host, err, RoleStateUnlocker)
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("reading pod %s, which the lock holder names: %w", host, err)
 	}
@@ -146,33 +148,34 @@ func (o *Options) release(ctx context.Context, c client.Client, t target, held *
 	case apierrors.IsConflict(err):
 		return fmt.Errorf("the lock Lease %s changed since it was read: nothing was released; run `kubectl captf unlock %s` again to see its holder now", lease.Name, t.Obj.GetName())
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("releasing the lock Lease %s: %w (bind ClusterRole %s for update on leases)", lease.Name, err, RoleOperator)
+		return fmt.Errorf("releasing the lock Lease %s: %w (bind ClusterRole %s for update on leases)", lease.Name, err, RoleStateUnlocker)
 	case err != nil:
 		return fmt.Errorf("releasing the lock Lease %s: %w", lease.Name, err)
 	}
-	_, err := fmt.Fprintf(o.Out, "Released the state lock %s of %s.\n", orNone(held.lock.ID), t)
+	_, err := fmt.Fprintf(o.Out, "Released the state lock %s of %s.\n", Printable(orNone(held.lock.ID)), t)
 	return err
 }
 
-// printLock shows the lock and its holder.
+// printLock shows the lock and its holder. Whoever may write the Lease wrote every field of
+// the lock, so each is shown Printable.
 func (o *Options) printLock(t target, held *heldLock) {
 	lock, pod := held.lock, held.pod
 	fmt.Fprintf(o.Out, "Object:    %s\n", t)
 	fmt.Fprintf(o.Out, "Lease:     %s\n", held.lease.Name)
 	if !lock.Readable {
-		fmt.Fprintf(o.Out, "Lock:      %s (its details in %s cannot be read)\n", lock.Holder, workspace.LockInfoAnnotation)
+		fmt.Fprintf(o.Out, "Lock:      %s (its details in %s cannot be read)\n", Printable(lock.Holder), workspace.LockInfoAnnotation)
 		return
 	}
-	fmt.Fprintf(o.Out, "Lock:      %s\n", lock.ID)
-	fmt.Fprintf(o.Out, "Operation: %s\n", orNone(lock.Operation))
-	fmt.Fprintf(o.Out, "Holder:    %s\n", orNone(lock.Who))
-	fmt.Fprintf(o.Out, "Created:   %s\n", orNone(lock.Created))
+	fmt.Fprintf(o.Out, "Lock:      %s\n", Printable(lock.ID))
+	fmt.Fprintf(o.Out, "Operation: %s\n", Printable(orNone(lock.Operation)))
+	fmt.Fprintf(o.Out, "Holder:    %s\n", Printable(orNone(lock.Who)))
+	fmt.Fprintf(o.Out, "Created:   %s\n", Printable(orNone(lock.Created)))
 	switch host := lock.Host(); {
 	case host == "":
 	case pod == nil:
-		fmt.Fprintf(o.Out, "Pod:       no pod %s in the namespace (gone, or the holder is no pod)\n", host)
+		fmt.Fprintf(o.Out, "Pod:       no pod %s in the namespace (gone, or the holder is no pod)\n", Printable(host))
 	default:
-		fmt.Fprintf(o.Out, "Pod:       %s is %s%s\n", pod.Name, pod.Status.Phase, deleting(pod))
+		fmt.Fprintf(o.Out, "Pod:       %s is %s%s\n", Printable(pod.Name), Printable(string(pod.Status.Phase)), deleting(pod))
 	}
 }
 

@@ -175,7 +175,7 @@ func (w *Why) Print(out io.Writer) error {
 	case w.Suspended:
 		fmt.Fprintf(&b, "Paused:   suspended by annotation %s, resume with `kubectl captf resume %s`; the controller starts nothing; once resumed:\n", workspace.PausedAnnotation, w.Name)
 	case w.Paused:
-		fmt.Fprintf(&b, "Paused:   %s, so the controller starts nothing; once the pause ends:\n", w.PausedBy)
+		fmt.Fprintf(&b, "Paused:   %s, so the controller starts nothing; once the pause ends:\n", Printable(w.PausedBy))
 	}
 	reason, held := strings.CutSuffix(d.Reason, decide.BackoffSuffix)
 	switch {
@@ -192,13 +192,13 @@ func (w *Why) Print(out io.Writer) error {
 		fmt.Fprintf(&b, "Why:      %s\n", text)
 	}
 	if w.Dependents != "" {
-		fmt.Fprintf(&b, "Waits for: %s\n", w.Dependents)
+		fmt.Fprintf(&b, "Waits for: %s\n", Printable(w.Dependents))
 	}
 	if deps := w.Dependencies; deps.Status != "" && !deps.Ready() {
-		fmt.Fprintf(&b, "Waits for: %s: %s\n", deps.Reason, deps.Message)
+		fmt.Fprintf(&b, "Waits for: %s: %s\n", Printable(deps.Reason), Printable(deps.Message))
 	}
 	if creds := w.Credentials; !creds.Allowed() {
-		fmt.Fprintf(&b, "Waits for: %s: %s\n", creds.Reason, creds.Message)
+		fmt.Fprintf(&b, "Waits for: %s: %s\n", Printable(creds.Reason), Printable(creds.Message))
 	}
 	if d.Backoff != nil {
 		fmt.Fprintf(&b, "Backoff:  %d counted failure(s), delay %s, retry %s (%s)\n", d.Backoff.Failures, d.Backoff.Delay,
@@ -217,29 +217,29 @@ func (w *Why) Print(out io.Writer) error {
 func (w *Why) writeFacts(b *strings.Builder) {
 	in := w.Input
 	fmt.Fprintf(b, "Facts:\n")
-	fmt.Fprintf(b, "  inputs hash:      %s\n", orNone(in.CurrentInputsHash))
+	fmt.Fprintf(b, "  inputs hash:      %s\n", Printable(orNone(in.CurrentInputsHash)))
 	if w.RenderErr != nil {
-		fmt.Fprintf(b, "  inputs error:     %v\n", w.RenderErr)
+		fmt.Fprintf(b, "  inputs error:     %s\n", Printable(w.RenderErr.Error()))
 	}
 	switch {
 	case in.StateErr != nil:
-		fmt.Fprintf(b, "  state:            unreadable: %v\n", in.StateErr)
+		fmt.Fprintf(b, "  state:            unreadable: %s\n", Printable(in.StateErr.Error()))
 	case !in.State.Exists:
 		fmt.Fprintf(b, "  state:            none\n")
 	default:
-		fmt.Fprintf(b, "  state:            serial %d, %d resource(s), applied inputs %s\n", in.State.Serial, in.State.Resources, orNone(in.State.InputsHash))
+		fmt.Fprintf(b, "  state:            serial %d, %d resource(s), applied inputs %s\n", in.State.Serial, in.State.Resources, Printable(orNone(in.State.InputsHash)))
 	}
 	fmt.Fprintf(b, "  state Secret:     %s (lock Lease %s)\n", state.SecretName(w.StateSuffix), state.LockLeaseName(w.StateSuffix))
 	fmt.Fprintf(b, "  retained jobs:    %d\n", len(in.Jobs))
 	if in.Manual {
 		plan := None
 		if in.Plan != nil {
-			plan = fmt.Sprintf("%s (inputs %s)", in.Plan.PlanHash, in.Plan.InputsHash)
+			plan = Printable(fmt.Sprintf("%s (inputs %s)", in.Plan.PlanHash, in.Plan.InputsHash))
 		}
-		fmt.Fprintf(b, "  apply policy:     Manual; current plan %s; approved %s\n", plan, orNone(in.ApprovedPlan))
+		fmt.Fprintf(b, "  apply policy:     Manual; current plan %s; approved %s\n", plan, Printable(orNone(in.ApprovedPlan)))
 	}
 	if in.InterruptedApply != "" {
-		fmt.Fprintf(b, "  interrupted:      apply Job %s disappeared while it ran\n", in.InterruptedApply)
+		fmt.Fprintf(b, "  interrupted:      apply Job %s disappeared while it ran\n", Printable(in.InterruptedApply))
 	}
 	if !in.Mutable {
 		fmt.Fprintf(b, "  mutable:          no (a provisioned machine's inputs are not applied again)\n")
