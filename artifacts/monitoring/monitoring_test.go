@@ -3,6 +3,7 @@
 package monitoring
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -50,6 +51,179 @@ func objects(t *testing.T) []unstructured.Unstructured {
 		all = append(all, *obj)
 	}
 	return all
+}
+
+// TestNoScrapeSkipsTLSVerification: no object here turns off verifying a server's certificate,
+// under any field.
+func TestNoScrapeSkipsTLSVerification(t *testing.T) {
+	for _, obj := range objects(t) {
+		data, err := json.Marshal(obj.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(strings.ToLower(string(data)), "insecureskipverify") {
+			t.Errorf("%s %s skips TLS verification: %s", obj.GetKind(), obj.GetName(), data)
+		}
+	}
+}
+
+// certManagerInstall is the install whose certificates the scrapes verify.
+const certManagerInstall = "../overlays/cert-manager"
+
+// servingFlags are the flags that give the server behind each scraped Service the certificate
+// its metrics port serves.
+var servingFlags = map[string]string{
+	"captf-controller-metrics": "--metrics-cert-dir",
+	"captf-apiserver":          "--tls-cert-file",
+}
+
+// TestEveryScrapeVerifiesTheServer: each HTTPS endpoint of a ServiceMonitor names the Service it
+// scrapes as serverName and a CA Secret, and in the cert-manager install a Certificate issues
+// that Secret for that name, and the Deployment behind the Service serves with it.
+func TestEveryScrapeVerifiesTheServer(t *testing.T) {
+	rendered, err := manifest.Kustomize(certManagerInstall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := make([]unstructured.Unstructured, 0, len(rendered))
+	for _, obj := range rendered {
+		install = append(install, *obj)
+	}
+	monitors := 0
+	for _, sm := range objects(t) {
+		if sm.GetKind() != "ServiceMonitor" {
+			continue
+		}
+		monitors++
+		selector, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		if len(endpoints) == 0 {
+			t.Errorf("ServiceMonitor %s has no endpoints", sm.GetName())
+		}
+		for _, e := range endpoints {
+			endpoint := e.(map[string]any)
+			t.Run(sm.GetName()+"/"+fmt.Sprint(endpoint["port"]), func(t *testing.T) {
+				if problem := verifiedScrape(install, selector, endpoint); problem != "" {
+					t.Error(problem)
+				}
+			})
+		}
+	}
+	if monitors == 0 {
+		t.Fatal("no ServiceMonitor")
+	}
+}
+
+// verifiedScrape says what is wrong with an endpoint's TLS against the install, or "".
+func verifiedScrape(install []unstructured.Unstructured, selector map[string]string, endpoint map[string]any) string {
+	if scheme, _, _ := unstructured.NestedString(endpoint, "scheme"); scheme != "https" {
+		return "scheme " + scheme + ", want https"
+	}
+	serverName, _, _ := unstructured.NestedString(endpoint, "tlsConfig", "serverName")
+	caSecret, _, _ := unstructured.NestedString(endpoint, "tlsConfig", "ca", "secret", "name")
+	caKey, _, _ := unstructured.NestedString(endpoint, "tlsConfig", "ca", "secret", "key")
+	if serverName == "" || caSecret == "" || caKey != "ca.crt" {
+		return fmt.Sprintf("tlsConfig names server %q and CA Secret %q key %q, want a server name and the ca.crt of a Secret", serverName, caSecret, caKey)
+	}
+	port, _, _ := unstructured.NestedString(endpoint, "port")
+	svc := scrapedService(install, selector, port)
+	if svc == nil {
+		return fmt.Sprintf("no Service labelled %v has a port %q", selector, port)
+	}
+	if want := svc.GetName() + "." + svc.GetNamespace() + ".svc"; serverName != want {
+		return fmt.Sprintf("serverName %s, want the scraped Service's name %s", serverName, want)
+	}
+	if !issues(install, caSecret, serverName) {
+		return fmt.Sprintf("no Certificate of %s issues Secret %s for %s", certManagerInstall, caSecret, serverName)
+	}
+	podSelector, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+	flag, known := servingFlags[svc.GetName()]
+	if !known {
+		return "no serving flag is known for Service " + svc.GetName()
+	}
+	if d := deploymentOf(install, podSelector); d == nil || !servesFrom(d, caSecret, flag) {
+		return fmt.Sprintf("the Deployment behind Service %s does not serve with the certificate of Secret %s (%s)", svc.GetName(), caSecret, flag)
+	}
+	return ""
+}
+
+// scrapedService is the Service of the install a ServiceMonitor's selector and port name pick.
+func scrapedService(install []unstructured.Unstructured, selector map[string]string, port string) *unstructured.Unstructured {
+	for i, o := range install {
+		if o.GetKind() != "Service" || !matches(o.GetLabels(), selector) {
+			continue
+		}
+		ports, _, _ := unstructured.NestedSlice(o.Object, "spec", "ports")
+		for _, p := range ports {
+			if name, _, _ := unstructured.NestedString(p.(map[string]any), "name"); name == port {
+				return &install[i]
+			}
+		}
+	}
+	return nil
+}
+
+// issues reports whether a Certificate of the install issues Secret secret for dnsName.
+func issues(install []unstructured.Unstructured, secret, dnsName string) bool {
+	for _, o := range install {
+		name, _, _ := unstructured.NestedString(o.Object, "spec", "secretName")
+		names, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "dnsNames")
+		if o.GetKind() == "Certificate" && name == secret && slices.Contains(names, dnsName) {
+			return true
+		}
+	}
+	return false
+}
+
+// deploymentOf is the Deployment of the install whose pods carry the labels of selector.
+func deploymentOf(install []unstructured.Unstructured, selector map[string]string) *unstructured.Unstructured {
+	for i, o := range install {
+		labels, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels")
+		if o.GetKind() == "Deployment" && len(selector) > 0 && matches(labels, selector) {
+			return &install[i]
+		}
+	}
+	return nil
+}
+
+// servesFrom reports whether the Deployment's first container mounts Secret secret and its flag
+// names a certificate file or directory under that mount.
+func servesFrom(d *unstructured.Unstructured, secret, flag string) bool {
+	volumes, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "volumes")
+	var volume string
+	for _, v := range volumes {
+		if name, _, _ := unstructured.NestedString(v.(map[string]any), "secret", "secretName"); name == secret {
+			volume, _, _ = unstructured.NestedString(v.(map[string]any), "name")
+		}
+	}
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	if volume == "" || len(containers) == 0 {
+		return false
+	}
+	container := containers[0].(map[string]any)
+	mounts, _, _ := unstructured.NestedSlice(container, "volumeMounts")
+	args, _, _ := unstructured.NestedStringSlice(container, "args")
+	for _, m := range mounts {
+		mount := m.(map[string]any)
+		if mount["name"] != volume {
+			continue
+		}
+		for _, arg := range args {
+			if value, ok := strings.CutPrefix(arg, flag+"="); ok && strings.HasPrefix(value, fmt.Sprint(mount["mountPath"])) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func matches(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 func TestEveryObjectCarriesTheProviderLabelInCaptfSystem(t *testing.T) {
