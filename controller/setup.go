@@ -50,6 +50,9 @@ type Options struct {
 	UnguardedApprovals bool
 	// Jobs is the cache of managed Jobs; nil: Setup makes one and adds it to the manager.
 	Jobs *JobCache
+	// Namespace is the namespace the controller runs in, the only one whose Secrets a
+	// TerraformClusterIdentity lends; "" lends none.
+	Namespace string
 }
 
 // NewScheme returns a scheme with the kinds the controller reads and writes.
@@ -168,6 +171,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Clock:       opts.Clock,
 		Metrics:     m,
 		RunnerImage: opts.RunnerImage,
+
+		ControllerNamespace: opts.Namespace,
 	}
 	if !opts.UnguardedApprovals {
 		base.Approvals = &workspace.PolicyGuard{Reader: mgr.GetAPIReader(), Clock: opts.Clock, TTL: workspace.ApprovalPolicyTTL}
@@ -178,7 +183,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("setting up the %s reconciler: %w", r.Kind, err)
 		}
 	}
-	identities := &identity.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: base.Recorder, Clock: opts.Clock}
+	identities := &identity.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: base.Recorder, Clock: opts.Clock, Namespace: opts.Namespace}
 	if err := identities.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the TerraformClusterIdentity reconciler: %w", err)
 	}

@@ -46,6 +46,7 @@ func main() {
 		webhookConfig string
 		certValidity  time.Duration
 		requirePolicy bool
+		namespace     string
 		zapOpts       = zap.Options{}
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
@@ -63,6 +64,7 @@ func main() {
 	flag.StringVar(&webhookConfig, "webhook-configuration", "captf-validating-webhook-configuration", "The ValidatingWebhookConfiguration whose caBundle gets the self-managed certificate's CA.")
 	flag.DurationVar(&certValidity, "webhook-cert-validity", 365*24*time.Hour, "Lifetime of the self-managed webhook certificate; its CA lives ten times as long.")
 	flag.BoolVar(&requirePolicy, "require-approval-policy", true, "Act on an approval annotation only while the ValidatingAdmissionPolicyBinding "+workspace.ApprovalPolicyName+" keeps approvals to the runs API server; false acts on them as the annotations hold them, with an ApprovalUnguarded event, though anyone who may edit the object could have written them.")
+	flag.StringVar(&namespace, "controller-namespace", "", "The namespace the controller runs in, the only one whose Secrets a TerraformClusterIdentity may lend (default: $POD_NAMESPACE, else the pod's namespace, else "+defaultNamespace+").")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nThe captf controller reconciles TerraformCluster, TerraformMachine and TerraformMachinePool\nand runs their Terraform/OpenTofu operations as Kubernetes Jobs.\n\nFlags:\n", os.Args[0])
@@ -76,6 +78,11 @@ func main() {
 		log.Error(nil, "--runner-image (or $CAPTF_MANAGER_IMAGE) is required")
 		os.Exit(2)
 	}
+
+	if namespace == "" {
+		namespace = controllerNamespace()
+	}
+	log.Info("identities lend Secrets of the controller's namespace only", "namespace", namespace)
 
 	restConfig := ctrl.GetConfigOrDie()
 	ctx := ctrl.SetupSignalHandler()
@@ -114,7 +121,7 @@ func main() {
 		log.Error(err, "unable to create the manager")
 		os.Exit(1)
 	}
-	if err := controller.Setup(mgr, controller.Options{RunnerImage: runnerImage, Concurrency: concurrency, UnguardedApprovals: !requirePolicy}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{RunnerImage: runnerImage, Concurrency: concurrency, UnguardedApprovals: !requirePolicy, Namespace: namespace}); err != nil {
 		log.Error(err, "unable to set up the reconcilers")
 		os.Exit(1)
 	}
@@ -156,6 +163,18 @@ func main() {
 		log.Error(err, "the manager stopped with an error")
 		os.Exit(1)
 	}
+}
+
+// defaultNamespace is the install's namespace, the controller's when nothing says otherwise (a
+// controller run outside a pod).
+const defaultNamespace = "captf-system"
+
+// controllerNamespace is the namespace the pod runs in, else defaultNamespace.
+func controllerNamespace() string {
+	if ns, err := servingcert.PodNamespace(); err == nil && ns != "" {
+		return ns
+	}
+	return defaultNamespace
 }
 
 // webhookCertManager keeps the webhooks' certificate in the Secret name of the pod's namespace,

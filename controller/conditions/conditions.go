@@ -160,8 +160,12 @@ const (
 	ReasonIdentityNotFound    = "IdentityNotFound"
 	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 	ReasonSecretNotFound      = "SecretNotFound"
+	// ReasonSecretNotInControllerNamespace: the identity names a Secret outside the
+	// controller's namespace, which the controller never lends.
+	ReasonSecretNotInControllerNamespace = "SecretNotInControllerNamespace"
 
-	// Ready of a TerraformClusterIdentity (SecretNotFound also says why IdentityAllowed is False).
+	// Ready of a TerraformClusterIdentity (SecretNotFound and SecretNotInControllerNamespace
+	// also say why IdentityAllowed is False).
 	ReasonSecretFound = "SecretFound"
 
 	// CredentialsMirrored.

@@ -24,7 +24,10 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, testenv.Options{}))
 }
 
-func TestAnIdentityIsReadyWhileItsSecretExists(t *testing.T) {
+// An identity is ready while its Secret exists in the controller's namespace: a Secret of
+// another namespace is never lent, so an identity naming one is not ready, whether it exists or
+// not.
+func TestAnIdentityIsReadyWhileItsSecretExistsInTheControllersNamespace(t *testing.T) {
 	env := testenv.Get(t)
 	c, err := client.New(env.Config, client.Options{Scheme: controller.NewScheme()})
 	if err != nil {
@@ -39,8 +42,25 @@ func TestAnIdentityIsReadyWhileItsSecretExists(t *testing.T) {
 	if err := c.Create(ctx, id); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "aws", Namespace: "elsewhere"}, StringData: map[string]string{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	pointAt := func(namespace string) func() {
+		return func() {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(id), id); err != nil {
+				t.Fatal(err)
+			}
+			id.Spec.SecretRef.Namespace = namespace
+			if err := c.Update(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	recorder := events.NewFakeRecorder(10)
-	r := &identity.Reconciler{Client: c, APIReader: c, Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(time.Now())}
+	r := &identity.Reconciler{Client: c, APIReader: c, Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(time.Now()), Namespace: "identities"}
 	pass := func() {
 		t.Helper()
 		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(id)})
@@ -64,6 +84,10 @@ func TestAnIdentityIsReadyWhileItsSecretExists(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, metav1.ConditionTrue, conditions.ReasonSecretFound, "Normal IdentitySecretFound"},
+		{"a Secret outside the controller's namespace is not lent, though it exists", pointAt("elsewhere"),
+			metav1.ConditionFalse, conditions.ReasonSecretNotInControllerNamespace, "Warning IdentitySecretNotInControllerNamespace"},
+		{"pointed back at the controller's namespace it is ready again", pointAt("identities"),
+			metav1.ConditionTrue, conditions.ReasonSecretFound, "Normal IdentitySecretFound"},
 	} {
 		step.before()
 		pass()

@@ -68,7 +68,8 @@ func identityRefused(identity, reason, format string, args ...any) Credentials {
 
 // credentials resolves the object's identity (its own identityRef, else for a machine or pool
 // its cluster's; a provisioned machine keeps the one it was provisioned with, pinned on its
-// durable inputs) and checks that the object's namespace may use it, live.
+// durable inputs) and checks, live, that the object's namespace may use it and that its Secret
+// is in the controller's namespace.
 func (r *Reconciler) credentials(ctx context.Context, reader client.Reader, obj infrav1.Workspace, durable map[string]string) (Credentials, error) {
 	name, pinned := durable[AnnotationIdentity]
 	if !pinned || r.KindInfo.InputsMutable(obj) {
@@ -95,6 +96,11 @@ func (r *Reconciler) credentials(ctx context.Context, reader client.Reader, obj 
 		return identityRefused(name, conditions.ReasonNamespaceNotAllowed, "the TerraformClusterIdentity %s does not allow the namespace %s", name, obj.GetNamespace()), nil
 	}
 	ref := identity.Spec.SecretRef
+	if ref.Namespace != r.ControllerNamespace {
+		// Never read: whoever may write a cluster-scoped identity would otherwise carry any
+		// Secret of the cluster into the namespaces it allows.
+		return identityRefused(name, conditions.ReasonSecretNotInControllerNamespace, "%s", SecretNamespaceProblem(name, ref.Namespace, r.ControllerNamespace)), nil
+	}
 	var secret corev1.Secret
 	switch err := reader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &secret); {
 	case apierrors.IsNotFound(err):
@@ -104,6 +110,15 @@ func (r *Reconciler) credentials(ctx context.Context, reader client.Reader, obj 
 	}
 	return Credentials{Identity: name, Status: metav1.ConditionTrue, Reason: conditions.ReasonIdentityAllowed,
 		Message: "the TerraformClusterIdentity " + name + " allows the namespace", data: secret.Data}, nil
+}
+
+// SecretNamespaceProblem says why the identity's Secret in namespace is not lent by a
+// controller running in controllerNamespace.
+func SecretNamespaceProblem(identity, namespace, controllerNamespace string) string {
+	if controllerNamespace == "" {
+		return fmt.Sprintf("the TerraformClusterIdentity %s names a Secret in %s, and the controller's namespace is unknown: it lends no Secret", identity, namespace)
+	}
+	return fmt.Sprintf("the TerraformClusterIdentity %s names a Secret in %s: only Secrets of the controller's namespace %s are lent", identity, namespace, controllerNamespace)
 }
 
 // identityOf is the name of the identity obj's runs use: its own, else for a machine or pool the

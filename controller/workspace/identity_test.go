@@ -15,13 +15,14 @@ import (
 )
 
 // identity creates a TerraformClusterIdentity named after the harness's namespace, whose Secret
-// lives in a namespace of its own.
+// lives in a namespace of its own, the controller's.
 func (h *harness) identity(allowed *infrav1.AllowedNamespaces, data map[string]string) *infrav1.TerraformClusterIdentity {
 	h.t.Helper()
 	home := h.ns + "-identities"
 	if err := h.c.Create(h.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: home}}); err != nil {
 		h.t.Fatal(err)
 	}
+	h.r.ControllerNamespace = home
 	if data != nil {
 		if err := h.c.Create(h.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloud", Namespace: home}, StringData: data}); err != nil {
 			h.t.Fatal(err)
@@ -228,4 +229,61 @@ func TestAProvisionedMachineKeepsTheIdentityItWasProvisionedWith(t *testing.T) {
 	if c := conditions.Get(m.Status.Conditions, conditions.IdentityAllowed); !strings.Contains(c.Message, first.Name) {
 		t.Fatalf("IdentityAllowed = %+v, want the identity the machine was provisioned with", c)
 	}
+}
+
+// An identity lends only a Secret of the controller's namespace: whoever may write a
+// cluster-scoped identity must not carry a Secret of any other namespace into the namespaces it
+// allows. The Secret elsewhere is never copied, and a copy made before goes.
+func TestAnIdentityLendsOnlyASecretOfTheControllersNamespace(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	id := h.identity(&infrav1.AllowedNamespaces{List: []string{h.ns}}, map[string]string{"TOKEN": "controllers"})
+	home := id.Spec.SecretRef.Namespace
+	elsewhere := h.ns + "-elsewhere"
+	if err := h.c.Create(h.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: elsewhere}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Create(h.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloud", Namespace: elsewhere}, StringData: map[string]string{"TOKEN": "elsewhere"}}); err != nil {
+		t.Fatal(err)
+	}
+	pointAt := func(namespace string) {
+		t.Helper()
+		h.get(id)
+		id.Spec.SecretRef.Namespace = namespace
+		if err := h.c.Update(h.ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mirrorName := workspace.MirrorName(id.Name)
+	wantRefused := func(rule string, tc *infrav1.TerraformCluster) {
+		t.Helper()
+		h.settle(tc)
+		h.wantIdentity(tc, metav1.ConditionFalse, conditions.ReasonSecretNotInControllerNamespace)
+		if c := conditions.Get(tc.Status.Conditions, conditions.IdentityAllowed); !strings.Contains(c.Message, elsewhere) || !strings.Contains(c.Message, home) {
+			t.Errorf("%s: IdentityAllowed message %q names neither the Secret's namespace nor the controller's", rule, c.Message)
+		}
+		if h.secret(mirrorName) != nil {
+			t.Fatalf("%s: the Secret of another namespace was copied", rule)
+		}
+		for _, j := range h.jobs(jobs.KindCluster, tc.Name) {
+			if !jobs.OutcomeOf(&j).Finished() {
+				t.Fatalf("%s: %s runs", rule, j.Name)
+			}
+		}
+	}
+
+	pointAt(elsewhere)
+	tc := h.cluster("web", withIdentity(id.Name))
+	wantRefused("a Secret in another namespace is not lent", tc)
+
+	pointAt(home)
+	h.settle(tc)
+	h.wantIdentity(tc, metav1.ConditionTrue, conditions.ReasonIdentityAllowed)
+	if got := string(h.secret(mirrorName).Data["TOKEN"]); got != "controllers" {
+		t.Fatalf("the copy holds %q, want the Secret of the controller's namespace", got)
+	}
+
+	h.writeState(jobs.KindCluster, "web", 1)
+	h.finish(h.runningJob(jobs.KindCluster, "web"), jobs.OutcomeSucceeded, nil)
+	pointAt(elsewhere)
+	wantRefused("pointed at another namespace again, the copy goes", tc)
 }

@@ -86,6 +86,9 @@ type Reconciler struct {
 	// an apply that acts on one waits while they could have come from anyone. Nil: approvals
 	// are acted on as the annotations hold them, with an event that says so.
 	Approvals ApprovalGuard
+	// ControllerNamespace is the namespace the controller runs in, the only one whose Secrets a
+	// TerraformClusterIdentity lends; "" lends none.
+	ControllerNamespace string
 
 	// Kind is the kind reconciled; KindInfo its row of infrav1.Kinds. New sets both.
 	Kind     jobs.Kind

@@ -10,6 +10,12 @@ type TerraformClusterIdentitySpec struct {
 	// secretRef names the Secret that holds the credentials. Its keys reach the module's runs as
 	// environment variables and as files in /var/run/captf/credentials, through a copy in each
 	// using object's namespace; nobody who edits those objects reads the Secret itself.
+	// The Secret must be in the namespace the controller runs in (captf-system in the install;
+	// --controller-namespace or POD_NAMESPACE): the controller lends no other, so an identity
+	// cannot carry a Secret of any namespace into the namespaces it allows. An identity naming
+	// another namespace lends nothing: its Ready and the using objects' IdentityAllowed are
+	// False with the reason SecretNotInControllerNamespace. The API server does not know the
+	// controller's namespace, so this is checked when the Secret is read, not on admission.
 	// +required
 	SecretRef SecretReference `json:"secretRef"`
 
@@ -26,7 +32,7 @@ type SecretReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
-	// namespace of the Secret.
+	// namespace of the Secret: the controller's own (see secretRef).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63

@@ -61,13 +61,15 @@ func TestSecretsNeverLeak(t *testing.T) {
 		"mk3-" + fmt.Sprint(time.Now().UnixNano()) + "-vw", "mk4-" + fmt.Sprint(time.Now().UnixNano()) + "-ut",
 		"mk5-" + fmt.Sprint(time.Now().UnixNano()) + "-ts"}
 	// The fourth marker is a credential an identity lends the namespace: its runs get it as
-	// environment and files.
-	credentials := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "leak-credentials", Namespace: ns}, StringData: map[string]string{"CLOUD_TOKEN": markers[3]}}
+	// environment and files. The identity's Secret is in the controller's namespace, the only
+	// one identities lend from.
+	credentials := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ns + "-credentials", Namespace: system.Namespace}, StringData: map[string]string{"CLOUD_TOKEN": markers[3]}}
 	if err := c.Create(ctx, credentials); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), credentials) })
 	identity := &infrav1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: ns + "-identity"}, Spec: infrav1.TerraformClusterIdentitySpec{
-		SecretRef: infrav1.SecretReference{Name: credentials.Name, Namespace: ns}, AllowedNamespaces: &infrav1.AllowedNamespaces{List: []string{ns}}}}
+		SecretRef: infrav1.SecretReference{Name: credentials.Name, Namespace: system.Namespace}, AllowedNamespaces: &infrav1.AllowedNamespaces{List: []string{ns}}}}
 	if err := c.Create(ctx, identity); err != nil {
 		t.Fatal(err)
 	}
