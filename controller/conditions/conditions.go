@@ -141,6 +141,7 @@ const (
 	ReasonOwnerMismatch                   = "OwnerMismatch"
 	ReasonVariablesSourceNotFound         = "VariablesSourceNotFound"
 	ReasonVariablesInvalid                = "VariablesInvalid"
+	ReasonBootstrapDataRefused            = "BootstrapDataRefused"
 	ReasonWaitingForOwner                 = "WaitingForOwner"
 	ReasonWaitingForClusterInfrastructure = "WaitingForClusterInfrastructure"
 	ReasonWaitingForClusterExports        = "WaitingForClusterExports"

@@ -43,6 +43,7 @@ const (
 	EventForegroundDeletionConverted     = "ForegroundDeletionConverted"
 	EventMirrorCreated                   = "MirrorCreated"
 	EventMirrorRemoved                   = "MirrorRemoved"
+	EventBootstrapDataRefused            = "BootstrapDataRefused"
 )
 
 // EventDoc describes an event reason for the reference in docs/metrics-events.md.
@@ -93,6 +94,7 @@ var Events = []EventDoc{
 	{EventForegroundDeletionConverted, "Normal", "An object deleted in the foreground lost the foregroundDeletion finalizer, so the garbage collector cannot take its state and Jobs before its destroy ran."},
 	{EventMirrorCreated, "Normal", "The credentials of the object's TerraformClusterIdentity were copied into a Secret of its namespace, which its Jobs read."},
 	{EventMirrorRemoved, "Normal", "The copy of an identity's credentials was deleted: the identity no longer lends them to the namespace, and no other object uses it."},
+	{EventBootstrapDataRefused, "Warning", "The bootstrap data Secret a Machine or MachinePool names is not of type cluster.x-k8s.io/secret, lacks the label cluster.x-k8s.io/cluster-name of its cluster, is the cluster's kubeconfig, or is controlled by something other than its bootstrap config; no Job starts."},
 	{EventExportsNotPublished, "Warning", "A cluster's exports output is too large for status.exports (65536 bytes of JSON); machines and pools read it from the state all the same."},
 	{EventServiceAccountNotOptedIn, "Warning", "spec.jobs.serviceAccountName names a ServiceAccount that does not exist or lacks the label captf.io/runner=true; no Job starts."},
 	{EventCLIConfigNotFound, "Warning", "spec.jobs.cliConfigSecretRef names a Secret that does not exist, lacks the label captf.io/cli-config=true or the key tofurc; no Job starts."},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -202,7 +203,7 @@ func (r *Reconciler) machineDependencies(ctx context.Context, reader client.Read
 	if err != nil || deps.Status != "" {
 		return deps, err
 	}
-	bootstrap, deps, err := bootstrapData(ctx, reader, obj.Namespace, machine.Spec.Bootstrap.DataSecretName, "Machine "+machine.Name)
+	bootstrap, deps, err := bootstrapData(ctx, reader, obj.Namespace, machine.Spec.ClusterName, machine.Spec.Bootstrap, "Machine "+machine.Name)
 	if err != nil || deps.Status != "" {
 		return deps, err
 	}
@@ -238,7 +239,7 @@ func (r *Reconciler) poolDependencies(ctx context.Context, reader client.Reader,
 	if err != nil || deps.Status != "" {
 		return deps, err
 	}
-	bootstrap, deps, err := bootstrapData(ctx, reader, obj.Namespace, pool.Spec.Template.Spec.Bootstrap.DataSecretName, "MachinePool "+pool.Name)
+	bootstrap, deps, err := bootstrapData(ctx, reader, obj.Namespace, pool.Spec.ClusterName, pool.Spec.Template.Spec.Bootstrap, "MachinePool "+pool.Name)
 	if err != nil || deps.Status != "" {
 		return deps, err
 	}
@@ -328,9 +329,11 @@ func clusterExports(ctx context.Context, reader client.Reader, namespace, name s
 	return d.Outputs.Exports, domains, "", nil
 }
 
-// bootstrapData reads the bootstrap data Secret a Machine or MachinePool names. A wait is
+// bootstrapData reads the bootstrap data Secret a Machine or MachinePool of the cluster
+// clusterName names, if it may be used as such (bootstrapDataProblem). A wait or a refusal is
 // returned as deps; an empty deps.Status means the data is there.
-func bootstrapData(ctx context.Context, reader client.Reader, namespace string, name *string, owner string) (contract.Bootstrap, Dependencies, error) {
+func bootstrapData(ctx context.Context, reader client.Reader, namespace, clusterName string, b clusterv1.Bootstrap, owner string) (contract.Bootstrap, Dependencies, error) {
+	name := b.DataSecretName
 	if name == nil || *name == "" {
 		return contract.Bootstrap{}, waiting(conditions.ReasonWaitingForBootstrapData, "waiting for the bootstrap data of %s", owner), nil
 	}
@@ -341,10 +344,69 @@ func bootstrapData(ctx context.Context, reader client.Reader, namespace string, 
 	case err != nil:
 		return contract.Bootstrap{}, Dependencies{}, fmt.Errorf("reading the bootstrap data Secret %s: %w", *name, err)
 	}
+	if problem := bootstrapDataProblem(&secret, clusterName, b.ConfigRef); problem != "" {
+		return contract.Bootstrap{}, refused(conditions.ReasonBootstrapDataRefused, "the Secret %s is refused as the bootstrap data of %s: %s", *name, owner, problem), nil
+	}
 	if len(secret.Data["value"]) == 0 {
 		return contract.Bootstrap{}, waiting(conditions.ReasonWaitingForBootstrapData, "the bootstrap data Secret %s of %s has no value yet", *name, owner), nil
 	}
 	return contract.Bootstrap{Data: secret.Data["value"], Format: string(secret.Data["format"])}, Dependencies{}, nil
+}
+
+// bootstrapDataProblem says why a Secret is not bootstrap data written for a Machine (or
+// MachinePool) of the cluster clusterName whose bootstrap config is configRef, "" when it is.
+// dataSecretName is only a name: whoever may write a Machine could name any Secret of the
+// namespace, the cluster's kubeconfig among them, and the module would get it. Bootstrap data as
+// Cluster API's contract has providers write it is of Cluster API's Secret type, carries the
+// cluster-name label and is controlled by the bootstrap config. Data a person provides (no
+// configRef) is not controlled by anything of Cluster API: such a Secret is another's, say a
+// control plane's kubeconfig or another machine's bootstrap data. The kubeconfig the Cluster
+// itself writes is not controlled by it, so it is refused by its name.
+func bootstrapDataProblem(secret *corev1.Secret, clusterName string, configRef clusterv1.ContractVersionedObjectReference) string {
+	switch {
+	case secret.Type != clusterv1.ClusterSecretType:
+		return fmt.Sprintf("its type is %q, not %s", secret.Type, clusterv1.ClusterSecretType)
+	case secret.Labels[clusterv1.ClusterNameLabel] != clusterName:
+		return fmt.Sprintf("its label %s is %q, not the cluster %s", clusterv1.ClusterNameLabel, secret.Labels[clusterv1.ClusterNameLabel], clusterName)
+	case secret.Name == clusterName+kubeconfigSuffix:
+		return "it is the cluster's kubeconfig"
+	}
+	controller := metav1.GetControllerOfNoCopy(secret)
+	switch {
+	case configRef.IsDefined() && (controller == nil || !refersTo(controller, configRef)):
+		return fmt.Sprintf("it is not controlled by the bootstrap config %s %s", configRef.Kind, configRef.Name)
+	case !configRef.IsDefined() && controller != nil && clusterAPIGroup(controller.APIVersion):
+		return fmt.Sprintf("it is controlled by %s %s, and no bootstrap config is named", controller.Kind, controller.Name)
+	}
+	return ""
+}
+
+// warnBootstrapRefused records a warning when the bootstrap data Secret is first refused, or
+// refused for another reason, before DependenciesReady says so.
+func (p *pass) warnBootstrapRefused(d Dependencies) {
+	if d.Reason != conditions.ReasonBootstrapDataRefused {
+		return
+	}
+	if c := conditions.Get(p.status().Conditions, conditions.DependenciesReady); c != nil && c.Reason == d.Reason && c.Message == d.Message {
+		return
+	}
+	p.event(nil, corev1.EventTypeWarning, EventBootstrapDataRefused, "%s; no Job starts", d.Message)
+}
+
+// kubeconfigSuffix ends the name of the kubeconfig Secret Cluster API writes for a cluster.
+const kubeconfigSuffix = "-kubeconfig"
+
+// clusterAPIGroup reports whether an API version is of Cluster API's groups or its providers'
+// (cluster.x-k8s.io and its subdomains); one that does not parse counts as such, so is refused.
+func clusterAPIGroup(apiVersion string) bool {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	return err != nil || gv.Group == clusterv1.GroupVersion.Group || strings.HasSuffix(gv.Group, "."+clusterv1.GroupVersion.Group)
+}
+
+// refersTo reports whether an owner reference names the object ref names.
+func refersTo(owner *metav1.OwnerReference, ref clusterv1.ContractVersionedObjectReference) bool {
+	gv, err := schema.ParseGroupVersion(owner.APIVersion)
+	return err == nil && gv.Group == ref.APIGroup && owner.Kind == ref.Kind && owner.Name == ref.Name
 }
 
 // contractVariables are the contract inputs a ready object renders; nil otherwise.

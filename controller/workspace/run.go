@@ -244,6 +244,7 @@ func (p *pass) actOnFacts(ctx context.Context, f Facts) error {
 // deleted cluster waits for; a revoked identity's copy of the credentials goes.
 func (p *pass) reportClusterAPI(ctx context.Context, f Facts) error {
 	status := p.status()
+	p.warnBootstrapRefused(f.Dependencies)
 	setDependencies(status, p.stamp(), f.Dependencies)
 	setIdentity(status, p.stamp(), f.Credentials)
 	if f.Input.Deleting && p.r.Kind == jobs.KindCluster {

@@ -104,7 +104,7 @@ func machineDeployment(t *testing.T, s *system.Suite, cluster, name string, repl
 	if err := s.C.Create(s.Ctx, tmpl); err != nil {
 		t.Fatal(err)
 	}
-	bootstrap := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-bootstrap", Namespace: s.NS},
+	bootstrap := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-bootstrap", Namespace: s.NS, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
 		Type: clusterv1.ClusterSecretType, StringData: map[string]string{"value": "#cloud-config\n", "format": "cloud-config"}}
 	if err := s.C.Create(s.Ctx, bootstrap); err != nil {
 		t.Fatal(err)
@@ -330,7 +330,7 @@ func TestAMachinePoolGetsItsProviderIDList(t *testing.T) {
 	if err := s.C.Create(s.Ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	bootstrap := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "web-pool-bootstrap", Namespace: s.NS},
+	bootstrap := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "web-pool-bootstrap", Namespace: s.NS, Labels: map[string]string{clusterv1.ClusterNameLabel: "web"}},
 		Type: clusterv1.ClusterSecretType, StringData: map[string]string{"value": "#cloud-config\n", "format": "cloud-config"}}
 	if err := s.C.Create(s.Ctx, bootstrap); err != nil {
 		t.Fatal(err)
