@@ -61,3 +61,34 @@ func PinnedReference(ref, digest string) string {
 	}
 	return Repository(ref) + "@" + digest
 }
+
+// ImageAllowed reports whether ref is one of the images allowed lists. An entry is either a
+// digest ("sha256:<hex>"), which allows any reference pinned to it, or a repository prefix,
+// which allows references to that repository or below it: "registry.example/modules" allows
+// "registry.example/modules:v1", "registry.example/modules/net@sha256:…" and
+// "registry.example/modules/net:v1", never "registry.example/modules-other/net". "*" allows
+// every image. An empty list allows none.
+func ImageAllowed(ref string, allowed []string) bool {
+	for _, entry := range allowed {
+		if imageMatches(ref, entry) {
+			return true
+		}
+	}
+	return false
+}
+
+// imageMatches reports whether ref is allowed by one allow-list entry.
+func imageMatches(ref, entry string) bool {
+	switch {
+	case entry == "*":
+		return true
+	case ValidDigest(entry):
+		at := strings.LastIndexByte(ref, '@')
+		return at >= 0 && ref[at+1:] == entry
+	case entry == "":
+		return false
+	}
+	entry = strings.TrimSuffix(entry, "/")
+	repo := Repository(ref)
+	return repo == entry || strings.HasPrefix(repo, entry+"/")
+}

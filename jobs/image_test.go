@@ -46,3 +46,34 @@ func TestPinnedReference(t *testing.T) {
 		})
 	}
 }
+
+func TestImageAllowed(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("a", 64)
+	for _, tc := range []struct {
+		rule    string
+		ref     string
+		allowed []string
+		want    bool
+	}{
+		{"an empty list allows nothing", "registry.example/modules/net:v1", nil, false},
+		{"a star allows every image", "anything:v1", []string{"*"}, true},
+		{"the repository itself is allowed", "registry.example/modules/net:v1", []string{"registry.example/modules/net"}, true},
+		{"a repository below the prefix is allowed", "registry.example/modules/net:v1", []string{"registry.example/modules"}, true},
+		{"a trailing slash reads the same", "registry.example/modules/net:v1", []string{"registry.example/modules/"}, true},
+		{"a pinned reference of the repository is allowed", "registry.example/modules/net@" + digest, []string{"registry.example/modules"}, true},
+		{"a sibling that shares the prefix's characters is not allowed", "registry.example/modules-evil/net:v1", []string{"registry.example/modules"}, false},
+		{"another registry is not allowed", "evil.example/registry.example/modules/net:v1", []string{"registry.example/modules"}, false},
+		{"a registry port is part of the repository", "registry.example:5000/modules/net:v1", []string{"registry.example"}, false},
+		{"a digest allows a reference pinned to it", "elsewhere.example/net@" + digest, []string{digest}, true},
+		{"a digest does not allow a tag", "registry.example/modules/net:v1", []string{digest}, false},
+		{"a digest does not allow another digest", "registry.example/modules/net@sha256:" + strings.Repeat("b", 64), []string{digest}, false},
+		{"an empty entry allows nothing", "registry.example/modules/net:v1", []string{""}, false},
+		{"any entry that matches is enough", "registry.example/modules/net:v1", []string{"other.example", "registry.example/modules"}, true},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			if got := ImageAllowed(tc.ref, tc.allowed); got != tc.want {
+				t.Fatalf("ImageAllowed(%q, %q) = %v, want %v", tc.ref, tc.allowed, got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,95 @@
+package jobs
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestJobSignatures(t *testing.T) {
+	key, err := RunKeyOf(bytes.Repeat([]byte{7}, RunKeySize), time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := RunKeyOf(bytes.Repeat([]byte{8}, RunKeySize), time.Time{})
+	signed := func() *batchv1.Job {
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{
+			Name: "captf-c-web-apply-a1-abc", Namespace: "ns", UID: "job-uid",
+			CreationTimestamp: metav1.NewTime(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)),
+			Labels:            map[string]string{LabelManaged: ManagedValue, "app": "x"},
+			Annotations:       map[string]string{AnnotationInputsHash: "h1:abc", "note": "free"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "infrastructure.cluster.x-k8s.io/v1alpha1", Kind: string(KindCluster),
+				Name: "web", UID: "owner-uid", Controller: ptrTrue()}},
+		}}
+		job.Annotations[AnnotationSignature] = key.SignJob(job)
+		return job
+	}
+	for _, tc := range []struct {
+		rule   string
+		mutate func(*batchv1.Job)
+		key    RunKey
+		want   bool
+	}{
+		{"the controller's Job verifies", func(*batchv1.Job) {}, key, true},
+		{"labels and annotations outside captf.io may change", func(j *batchv1.Job) { j.Labels["app"] = "y"; j.Annotations["note"] = "z" }, key, true},
+		{"a captf.io annotation may not change", func(j *batchv1.Job) { j.Annotations[AnnotationInputsHash] = "h1:other" }, key, false},
+		{"a captf.io annotation may not be added", func(j *batchv1.Job) { j.Annotations[AnnotationApprovedPlan] = "p3:x" }, key, false},
+		{"a captf.io label may not change", func(j *batchv1.Job) { j.Labels[LabelManaged] = "false" }, key, false},
+		{"the result is left to its digest", func(j *batchv1.Job) { j.Annotations[AnnotationResult] = "{}" }, key, true},
+		{"a signature copied onto another Job does not verify", func(j *batchv1.Job) { j.UID = "forged-uid" }, key, false},
+		{"a signature under another name does not verify", func(j *batchv1.Job) { j.Name = "other" }, key, false},
+		{"another controller owner does not verify", func(j *batchv1.Job) { j.OwnerReferences[0].UID = "other-owner" }, key, false},
+		{"another key does not verify", func(*batchv1.Job) {}, other, false},
+		{"an unsigned Job made after the key is not trusted", func(j *batchv1.Job) { delete(j.Annotations, AnnotationSignature) }, key, false},
+		{"an unsigned Job made before the key is trusted as the work of a controller that did not sign", func(j *batchv1.Job) {
+			delete(j.Annotations, AnnotationSignature)
+			j.CreationTimestamp = metav1.NewTime(time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC))
+		}, key, true},
+		{"a signature of another scheme does not verify", func(j *batchv1.Job) { j.Annotations[AnnotationSignature] = "s0:x" }, key, false},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			job := signed()
+			tc.mutate(job)
+			if got := tc.key.Trusted(job); got != tc.want {
+				t.Fatalf("Trusted = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestResultIntact(t *testing.T) {
+	for _, tc := range []struct {
+		rule        string
+		annotations map[string]string
+		want        bool
+	}{
+		{"no result has nothing to check", map[string]string{}, true},
+		{"a result with its digest is intact", map[string]string{AnnotationResult: "{}", AnnotationResultDigest: ResultDigest("{}")}, true},
+		{"a rewritten result is not", map[string]string{AnnotationResult: `{"x":1}`, AnnotationResultDigest: ResultDigest("{}")}, false},
+		{"a result without a digest is not", map[string]string{AnnotationResult: "{}"}, false},
+		{"a digest without a result is not", map[string]string{AnnotationResultDigest: ResultDigest("{}")}, false},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations, UID: types.UID("u")}}
+			if got := ResultIntact(job); got != tc.want {
+				t.Fatalf("ResultIntact = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestARunKeyHasThirtyTwoBytes(t *testing.T) {
+	if _, err := RunKeyOf(make([]byte, 16), time.Time{}); err == nil {
+		t.Fatal("a 16-byte key was taken")
+	}
+	var zero RunKey
+	if zero.Valid() || zero.Verify(zero.Sign("x"), "x") {
+		t.Fatal("the zero key verifies")
+	}
+}
+
+func ptrTrue() *bool { b := true; return &b }
