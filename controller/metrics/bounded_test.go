@@ -48,7 +48,7 @@ func TestForgedKindAndOpLabelsAddNoLabelValue(t *testing.T) {
 			want: map[string][]string{
 				"captf_jobs_total":           {Unknown + "/" + Unknown, "TerraformCluster/" + Unknown, "TerraformCluster/apply"},
 				"captf_job_duration_seconds": {Unknown + "/" + Unknown, "TerraformCluster/" + Unknown, "TerraformCluster/apply"},
-				"captf_job_attempts":         {Unknown + "/" + Unknown},
+				"captf_job_attempts":         {Unknown + "/" + Unknown, "TerraformCluster/" + Unknown, "TerraformCluster/apply"},
 			},
 		},
 		{

@@ -22,7 +22,7 @@ type Metrics struct {
 	JobsTotal *prometheus.CounterVec
 	// JobDuration observes how long finished Jobs ran.
 	JobDuration *prometheus.HistogramVec
-	// JobAttempts observes the retry number of each succeeded Job.
+	// JobAttempts observes the retry number of each finished Job.
 	JobAttempts *prometheus.HistogramVec
 	// Decisions counts the decisions of reconcile passes by kind, op (none) and reason.
 	Decisions *prometheus.CounterVec
@@ -51,7 +51,7 @@ var Reference = []Series{
 	{Name: "captf_job_duration_seconds", Type: "histogram", Labels: []string{"kind", "op", "result"},
 		Help: "How long finished Jobs ran, from start to finish.", Buckets: []float64{15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200}},
 	{Name: "captf_job_attempts", Type: "histogram", Labels: []string{"kind", "op"},
-		Help: "Retry number of succeeded Jobs: one plus the failed Jobs of the op since its last success.", Buckets: []float64{1, 2, 3, 4, 5, 10, 20}},
+		Help: "Retry number of finished Jobs, each observed once at bookkeeping whatever its result: one plus the failed Jobs of the op since its last success.", Buckets: []float64{1, 2, 3, 4, 5, 10, 20}},
 	{Name: "captf_jobs_active", Type: "gauge", Labels: []string{"kind", "op"},
 		Help: "Jobs that have not finished, from the Job cache at scrape time."},
 	{Name: "captf_reconcile_op_decisions_total", Type: "counter", Labels: []string{"kind", "op", "reason"},
@@ -176,7 +176,7 @@ func OpLabel(op jobs.Op) string {
 }
 
 // Started records a Job the controller created; retry is the Job's retry number (see
-// jobs.RetryNumber), the value captf_job_attempts records should it succeed.
+// jobs.RetryNumber), the value captf_job_attempts records once it finishes.
 func (m *Metrics) Started(kind jobs.Kind, op jobs.Op, retry int) {
 	m.JobsStarted.WithLabelValues(KindLabel(kind), OpLabel(op), strconv.FormatBool(retry > 1)).Inc()
 }
@@ -191,9 +191,7 @@ func (m *Metrics) Finished(kind jobs.Kind, op jobs.Op, outcome jobs.Outcome, ran
 	if ran > 0 {
 		m.JobDuration.WithLabelValues(k, o, result).Observe(ran.Seconds())
 	}
-	if outcome.Succeeded() {
-		m.JobAttempts.WithLabelValues(k, o).Observe(float64(retry))
-	}
+	m.JobAttempts.WithLabelValues(k, o).Observe(float64(retry))
 }
 
 // Decided records a decision; op is empty when nothing starts.

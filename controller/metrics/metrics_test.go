@@ -39,8 +39,23 @@ captf_reconcile_op_decisions_total{kind="TerraformMachine",op="none",reason="UpT
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "captf_jobs_active", "captf_jobs_total", "captf_reconcile_op_decisions_total"); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(m.JobAttempts); n != 1 {
-		t.Fatalf("attempts series = %d, want only the succeeded Job's", n)
+	// Every finished Job records its retry number, the failed one as well as the succeeded one.
+	wantAttempts := `
+# HELP captf_job_attempts Retry number of finished Jobs, each observed once at bookkeeping whatever its result: one plus the failed Jobs of the op since its last success.
+# TYPE captf_job_attempts histogram
+captf_job_attempts_bucket{kind="TerraformCluster",op="apply",le="1"} 1
+captf_job_attempts_bucket{kind="TerraformCluster",op="apply",le="2"} 1
+captf_job_attempts_bucket{kind="TerraformCluster",op="apply",le="3"} 2
+captf_job_attempts_bucket{kind="TerraformCluster",op="apply",le="4"} 2
+captf_job_attempts_bucket{kind="TerraformCluster",op="apply",le="5"} 2
+captf_job_attempts_bucket{kind="TerraformCluster",op="apply",le="10"} 2
+captf_job_attempts_bucket{kind="TerraformCluster",op="apply",le="20"} 2
+captf_job_attempts_bucket{kind="TerraformCluster",op="apply",le="+Inf"} 2
+captf_job_attempts_sum{kind="TerraformCluster",op="apply"} 4
+captf_job_attempts_count{kind="TerraformCluster",op="apply"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(wantAttempts), "captf_job_attempts"); err != nil {
+		t.Fatal(err)
 	}
 }
 
