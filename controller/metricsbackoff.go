@@ -21,8 +21,9 @@ type runsReader func(buf []batchv1.Job, namespace string, kind jobs.Kind, name s
 
 // backoffWindowsOpen counts, by kind and op, the objects of every kind whose op is inside its
 // backoff window, from the objects in the manager's cache and their runs in the Job cache, for
-// the captf_backoff_windows_open gauge. It returns nil when either cache cannot tell.
-func backoffWindowsOpen(objects client.Reader, runs runsReader, clk clock.PassiveClock) func() map[[2]string]int {
+// the captf_backoff_windows_open gauge; key tells the runs from forgeries as the reconcilers do.
+// It returns nil when either cache cannot tell.
+func backoffWindowsOpen(objects client.Reader, runs runsReader, key *jobs.RunKey, clk clock.PassiveClock) func() map[[2]string]int {
 	return func() map[[2]string]int {
 		now := clk.Now()
 		open := map[[2]string]int{}
@@ -42,7 +43,7 @@ func backoffWindowsOpen(objects client.Reader, runs runsReader, clk clock.Passiv
 				if buf, err = runs(buf[:0], ws.GetNamespace(), jobs.Kind(kind.Kind), ws.GetName()); err != nil {
 					return err
 				}
-				for _, op := range backoffsOpen(workspace.OwnRuns(buf, ws), jobs.LimitsOf(ws.WorkspaceSpec().Jobs), now) {
+				for _, op := range backoffsOpen(workspace.OwnRuns(buf, ws, key), jobs.LimitsOf(ws.WorkspaceSpec().Jobs), now) {
 					open[[2]string{kind.Kind, string(op)}]++
 				}
 				return nil

@@ -114,7 +114,7 @@ func TestBackoffWindowsOpenFromTheCaches(t *testing.T) {
 				}
 				return buf, nil
 			}
-			got := backoffWindowsOpen(cache, runs, clocktesting.NewFakePassiveClock(now))()
+			got := backoffWindowsOpen(cache, runs, nil, clocktesting.NewFakePassiveClock(now))()
 			if (got == nil) != (tt.want == nil) || len(got) != len(tt.want) {
 				t.Fatalf("open = %v, want %v", got, tt.want)
 			}

@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -51,8 +53,15 @@ type Options struct {
 	// Jobs is the cache of managed Jobs; nil: Setup makes one and adds it to the manager.
 	Jobs *JobCache
 	// Namespace is the namespace the controller runs in, the only one whose Secrets a
-	// TerraformClusterIdentity lends; "" lends none.
+	// TerraformClusterIdentity lends; "" lends none. It also keeps the run key (RunKeySecret).
 	Namespace string
+	// AllowedImages are the module images the install runs (jobs.ImageAllowed); nil allows
+	// every image.
+	AllowedImages []string
+	// RunKey signs the controller's Jobs and durable inputs; nil: Setup reads it from
+	// RunKeySecret in Namespace, creating it on first use, or, without a Namespace, makes one
+	// that lives as long as the process.
+	RunKey *jobs.RunKey
 }
 
 // NewScheme returns a scheme with the kinds the controller reads and writes.
@@ -145,9 +154,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := metrics.RegisterPlans(opts.Registry, plansAwaitingApproval(mgr.GetCache(), opts.Clock)); err != nil {
 		return fmt.Errorf("registering the metrics of plans awaiting approval: %w", err)
 	}
-	if err := metrics.RegisterBackoff(opts.Registry, backoffWindowsOpen(mgr.GetCache(), jobCache.appendOwnerJobs, opts.Clock)); err != nil {
-		return fmt.Errorf("registering the metrics of backoff windows: %w", err)
-	}
 	events, err := newRecorder(mgr)
 	if err != nil {
 		return err
@@ -158,6 +164,13 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := mgr.Add(clusters); err != nil {
 		return fmt.Errorf("adding the Cluster cache: %w", err)
+	}
+	runKey, err := setupRunKey(mgr, opts)
+	if err != nil {
+		return err
+	}
+	if err := metrics.RegisterBackoff(opts.Registry, backoffWindowsOpen(mgr.GetCache(), jobCache.appendOwnerJobs, runKey, opts.Clock)); err != nil {
+		return fmt.Errorf("registering the metrics of backoff windows: %w", err)
 	}
 	base := workspace.Reconciler{
 		Client:    clusters.Client(mgr.GetClient()),
@@ -171,6 +184,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Clock:       opts.Clock,
 		Metrics:     m,
 		RunnerImage: opts.RunnerImage,
+		RunKey:      runKey,
+
+		AllowedImages: opts.AllowedImages,
 
 		ControllerNamespace: opts.Namespace,
 	}
@@ -188,6 +204,31 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("setting up the TerraformClusterIdentity reconciler: %w", err)
 	}
 	return nil
+}
+
+// setupRunKey returns the run key of opts, read or made as Options.RunKey says.
+func setupRunKey(mgr ctrl.Manager, opts Options) (*jobs.RunKey, error) {
+	if opts.RunKey != nil {
+		return opts.RunKey, nil
+	}
+	var key jobs.RunKey
+	var err error
+	if opts.Namespace == "" {
+		mgr.GetLogger().Info("no controller namespace: the run key lives as long as this process, and a restart stops trusting the Jobs it signed")
+		key, err = NewRunKey(time.Time{})
+	} else {
+		direct, cerr := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient()})
+		if cerr != nil {
+			return nil, fmt.Errorf("making a client for the run key: %w", cerr)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		key, err = LoadRunKey(ctx, direct, direct, opts.Namespace)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &key, nil
 }
 
 // ReportingController is the name the controller's events give as their reporting controller.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -47,6 +48,7 @@ func main() {
 		certValidity  time.Duration
 		requirePolicy bool
 		namespace     string
+		allowedImages string
 		zapOpts       = zap.Options{}
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
@@ -64,6 +66,7 @@ func main() {
 	flag.StringVar(&webhookConfig, "webhook-configuration", "captf-validating-webhook-configuration", "The ValidatingWebhookConfiguration whose caBundle gets the self-managed certificate's CA.")
 	flag.DurationVar(&certValidity, "webhook-cert-validity", 365*24*time.Hour, "Lifetime of the self-managed webhook certificate; its CA lives ten times as long.")
 	flag.BoolVar(&requirePolicy, "require-approval-policy", true, "Act on an approval annotation only while the ValidatingAdmissionPolicyBinding "+workspace.ApprovalPolicyName+" keeps approvals to the runs API server; false acts on them as the annotations hold them, with an ApprovalUnguarded event, though anyone who may edit the object could have written them.")
+	flag.StringVar(&allowedImages, "allowed-images", "*", "Comma-separated module images the install runs: repository prefixes (registry.example/modules), digests (sha256:<hex>) or * for any. A TerraformClusterIdentity's spec.allowedImages narrows it for the runs that get its credentials.")
 	flag.StringVar(&namespace, "controller-namespace", "", "The namespace the controller runs in, the only one whose Secrets a TerraformClusterIdentity may lend (default: $POD_NAMESPACE, else the pod's namespace, else "+defaultNamespace+").")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
@@ -83,6 +86,9 @@ func main() {
 		namespace = controllerNamespace()
 	}
 	log.Info("identities lend Secrets of the controller's namespace only", "namespace", namespace)
+
+	allowed := splitList(allowedImages)
+	log.Info("module images the install allows (--allowed-images)", "allowedImages", allowed)
 
 	restConfig := ctrl.GetConfigOrDie()
 	ctx := ctrl.SetupSignalHandler()
@@ -121,7 +127,7 @@ func main() {
 		log.Error(err, "unable to create the manager")
 		os.Exit(1)
 	}
-	if err := controller.Setup(mgr, controller.Options{RunnerImage: runnerImage, Concurrency: concurrency, UnguardedApprovals: !requirePolicy, Namespace: namespace}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{RunnerImage: runnerImage, Concurrency: concurrency, UnguardedApprovals: !requirePolicy, Namespace: namespace, AllowedImages: allowed}); err != nil {
 		log.Error(err, "unable to set up the reconcilers")
 		os.Exit(1)
 	}
@@ -199,4 +205,15 @@ func webhookCertManager(restConfig *rest.Config, name, service, configuration st
 		ValidatingWebhooks: []string{configuration},
 		ManagedBy:          "captf-controller",
 	}, kube, dyn, ctrl.Log.WithName("webhook-cert"))
+}
+
+// splitList splits a comma-separated flag value into its non-empty, trimmed entries.
+func splitList(value string) []string {
+	entries := []string{}
+	for _, e := range strings.Split(value, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			entries = append(entries, e)
+		}
+	}
+	return entries
 }

@@ -73,10 +73,14 @@ const (
 	ReasonDestructivePlanBlocked   = "DestructivePlanBlocked"
 	ReasonJobNameTaken             = "JobNameTaken"
 	ReasonPlanKeyNotOwned          = "PlanKeyNotOwned"
+	ReasonPlanDigestUnknown        = "PlanDigestUnknown"
 	ReasonApprovalUnguarded        = "ApprovalUnguarded"
 	ReasonDurableInputsMissing     = "DurableInputsMissing"
+	ReasonDurableInputsTampered    = "DurableInputsTampered"
 	ReasonServiceAccountNotOptedIn = "ServiceAccountNotOptedIn"
 	ReasonCLIConfigNotFound        = "CLIConfigNotFound"
+	ReasonEnvSourceNotOptedIn      = "EnvSourceNotOptedIn"
+	ReasonImageNotAllowed          = "ImageNotAllowed"
 	ReasonRunnerReady              = "RunnerReady"
 
 	// DriftJobSucceeded (refresh, drift) and DriftDetected.

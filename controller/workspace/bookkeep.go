@@ -71,7 +71,7 @@ func (p *pass) bookkeep(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("encoding the result of Job %s: %w", job.Name, err)
 		}
-		annotations := map[string]string{jobs.AnnotationBookkept: "true", jobs.AnnotationResult: encoded}
+		annotations := map[string]string{jobs.AnnotationBookkept: "true", jobs.AnnotationResult: encoded, jobs.AnnotationResultDigest: jobs.ResultDigest(encoded)}
 		for k, v := range marks {
 			annotations[k] = v
 		}
@@ -284,6 +284,12 @@ func (p *pass) afterStatusPatch(ctx context.Context) error {
 		if _, done := current.Annotations[jobs.AnnotationBookkept]; done {
 			continue // another pass booked it first
 		}
+		if p.r.RunKey != nil && !p.r.RunKey.Trusted(&current) {
+			// Changed by someone else since the pass read it: signing it now would vouch for
+			// what they wrote. It is no run of the object any more.
+			logf.FromContext(ctx).Info("not marking a Job whose signature no longer verifies", "job", current.Name)
+			continue
+		}
 		// The per-run Secret goes before the mark: the mark says it is gone, and a booked Job is
 		// never looked at again, so a Secret deleted after it could outlive a crash.
 		if err := p.r.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: current.Namespace, Name: jobs.RunSecretName(current.Name)}}); err != nil && !apierrors.IsNotFound(err) {
@@ -295,6 +301,9 @@ func (p *pass) afterStatusPatch(ctx context.Context) error {
 		}
 		for k, v := range b.annotations {
 			current.Annotations[k] = v
+		}
+		if p.r.RunKey != nil {
+			current.Annotations[jobs.AnnotationSignature] = p.r.RunKey.SignJob(&current)
 		}
 		if err := p.r.Client.Patch(ctx, &current, patch); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -363,5 +364,61 @@ func TestAForegroundDeletionIsConvertedBeforeTheDestroy(t *testing.T) {
 	}
 	if job := h.runningJob(jobs.KindCluster, "web"); jobs.OpOf(&job) != jobs.OpDestroy {
 		t.Fatalf("running %s, want the destroy", jobs.OpOf(&job))
+	}
+}
+
+// TestAMovedProvisionedMachineIsNotAppliedAgain: clusterctl move brings a machine without its
+// status and without its Jobs, but with its state and durable inputs. Its changed inputs must not
+// be applied: the first pass knows it is provisioned from the state before it decides.
+func TestAMovedProvisionedMachineIsNotAppliedAgain(t *testing.T) {
+	h := newHarness(t, jobs.KindMachine)
+	h.configMapSource("sizes", optIn, map[string]string{"size": "small"})
+	tm := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: h.ns},
+		Spec: infrav1.TerraformMachineSpec{WorkspaceSpec: infrav1.WorkspaceSpec{Source: infrav1.SourceSpec{Image: image},
+			VariablesFrom: []infrav1.VariablesSource{configMapRef("sizes", infrav1.VariablesFormatString)}}}}
+	h.create(tm)
+	h.settle(tm)
+	h.writeState(jobs.KindMachine, "m1", 1)
+	h.finish(h.runningJob(jobs.KindMachine, "m1"), jobs.OutcomeSucceeded, nil)
+	h.settle(tm)
+	h.get(tm)
+	if !tm.Status.IsProvisioned() {
+		t.Fatalf("the machine is not provisioned: %+v", tm.Status.Conditions)
+	}
+
+	// The move: the Jobs and the run Lease stay behind, the status is not carried, and the
+	// inputs differ.
+	for _, j := range h.jobs(jobs.KindMachine, "m1") {
+		if err := h.c.Delete(h.ctx, &j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l := h.runLease(jobs.KindMachine, "m1"); l != nil {
+		if err := h.c.Delete(h.ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tm.Status = infrav1.TerraformMachineStatus{}
+	if err := h.c.Status().Update(h.ctx, tm); err != nil {
+		t.Fatal(err)
+	}
+	sizes := &corev1.ConfigMap{}
+	if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: "sizes"}, sizes); err != nil {
+		t.Fatal(err)
+	}
+	sizes.Data["size"] = "large"
+	if err := h.c.Update(h.ctx, sizes); err != nil {
+		t.Fatal(err)
+	}
+	h.settle(tm)
+
+	for _, j := range h.jobs(jobs.KindMachine, "m1") {
+		if jobs.OpOf(&j) == jobs.OpApply {
+			t.Fatalf("the moved machine was applied again: Job %s", j.Name)
+		}
+	}
+	h.get(tm)
+	if !tm.Status.IsProvisioned() {
+		t.Fatalf("the moved machine is not provisioned: %+v", tm.Status.Conditions)
 	}
 }

@@ -31,20 +31,26 @@ func (p *pass) createJob(ctx context.Context, job *batchv1.Job, leaseReq lease.R
 	err := p.r.Client.Create(ctx, job)
 	switch {
 	case err == nil:
-		return job, nil
+		return job, p.signJob(ctx, job)
 	case apierrors.IsAlreadyExists(err):
 		var existing batchv1.Job
 		if err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), &existing); err != nil {
 			return nil, fmt.Errorf("reading the existing Job %s: %w", job.Name, err)
 		}
-		if !OwnedBy(&existing, p.obj) {
+		if _, signed := existing.Annotations[jobs.AnnotationSignature]; OwnedBy(&existing, p.obj) && !signed && p.r.RunKey != nil && !p.r.RunKey.Trusted(&existing) {
+			if err := p.dropUnsignedJob(ctx, &existing); err != nil {
+				return nil, err
+			}
+			return nil, errJobUnsigned
+		}
+		if !OwnedBy(&existing, p.obj) || (p.r.RunKey != nil && !p.r.RunKey.Trusted(&existing)) {
 			logf.FromContext(ctx).Info("a Job of the decided name is not controlled by this object; waiting until it is deleted", "job", job.Name)
 			// Someone else's Job holds the name: adopting it would run, book and trust a Job
 			// that is not ours. The name is deterministic, so the op waits until it is gone.
 			if releaseErr := lease.Release(ctx, p.r.Client, leaseReq.Namespace, leaseReq.Name, leaseReq.Job); releaseErr != nil {
 				return nil, fmt.Errorf("giving back the Lease after a name conflict on Job %s: %w", job.Name, releaseErr)
 			}
-			msg := fmt.Sprintf("Job %s exists and is not controlled by this object; delete it so the %s can start", job.Name, jobs.OpOf(job))
+			msg := fmt.Sprintf("Job %s exists and is not controlled by this object or not signed by the controller; delete it so the %s can start", job.Name, jobs.OpOf(job))
 			setOpCondition(p.status(), p.stamp(), jobs.OpOf(job), metav1.ConditionFalse, conditions.ReasonJobNameTaken, msg)
 			p.event(nil, corev1.EventTypeWarning, EventJobNameTaken, "%s", msg)
 			return nil, errJobNameTaken
@@ -60,6 +66,37 @@ func (p *pass) createJob(ctx context.Context, job *batchv1.Job, leaseReq lease.R
 		return nil, fmt.Errorf("creating Job %s: %w", job.Name, err)
 	}
 	return nil, fmt.Errorf("creating Job %s: %w", job.Name, err)
+}
+
+// errJobUnsigned says that a Job of the decided name carried no signature and was deleted: the
+// next pass creates the Job again.
+var errJobUnsigned = errors.New("the Job of the decided name carried no signature")
+
+// signJob signs the Job the pass just created, now that it has its UID, before its per-run
+// Secret exists: until then its pod cannot start, so no run of it is ever unsigned.
+func (p *pass) signJob(ctx context.Context, job *batchv1.Job) error {
+	if p.r.RunKey == nil {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	metav1.SetMetaDataAnnotation(&job.ObjectMeta, jobs.AnnotationSignature, p.r.RunKey.SignJob(job))
+	if err := p.r.Client.Patch(ctx, job, patch); err != nil {
+		return fmt.Errorf("signing Job %s: %w", job.Name, err)
+	}
+	return nil
+}
+
+// dropUnsignedJob deletes a Job of the decided name that claims the object as its controller
+// but carries no signature: one this controller created and could not sign before it stopped,
+// or a forgery. Neither has its per-run Secret, so neither ran the object's inputs; a new Job of
+// the same name is created next.
+func (p *pass) dropUnsignedJob(ctx context.Context, job *batchv1.Job) error {
+	background := metav1.DeletePropagationBackground
+	if err := p.r.Client.Delete(ctx, job, &client.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &job.UID}}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the unsigned Job %s: %w", job.Name, err)
+	}
+	logf.FromContext(ctx).Info("deleted an unsigned Job of the decided name; it is created again", "job", job.Name)
+	return nil
 }
 
 // rejected reports whether the API server refused a create outright.

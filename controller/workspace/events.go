@@ -28,9 +28,13 @@ const (
 	EventApprovalUnguarded               = "ApprovalUnguarded"
 	EventStateLost                       = "StateLost"
 	EventDigestUnknown                   = "DigestUnknown"
+	EventPlanDigestUnknown               = "PlanDigestUnknown"
+	EventDurableInputsTampered           = "DurableInputsTampered"
 	EventImagePinned                     = "ImagePinned"
 	EventServiceAccountNotOptedIn        = "ServiceAccountNotOptedIn"
 	EventCLIConfigNotFound               = "CLIConfigNotFound"
+	EventEnvSourceNotOptedIn             = "EnvSourceNotOptedIn"
+	EventImageNotAllowed                 = "ImageNotAllowed"
 	EventProvisioned                     = "Provisioned"
 	EventProviderIDSet                   = "ProviderIDSet"
 	EventControlPlaneEndpointSet         = "ControlPlaneEndpointSet"
@@ -82,6 +86,8 @@ var Events = []EventDoc{
 	{EventApprovalUnguarded, "Warning", "An apply would act on an approval annotation while the approval policy (artifacts/policy) does not keep them to the runs API server: it waits; or, with --require-approval-policy=false, it starts and says so."},
 	{EventStateLost, "Warning", "The state is missing although an apply once succeeded (captf.io/applied on the durable inputs): nothing is applied and deletion is held until it is restored or abandoned."},
 	{EventDigestUnknown, "Warning", "A refresh, drift, destroy or restore runs the spec's image reference because no digest is pinned yet."},
+	{EventPlanDigestUnknown, "Warning", "An approved apply did not start: the image digest its plan Job ran is unknown (the Job is gone or reported none); a new plan must be made and approved."},
+	{EventDurableInputsTampered, "Warning", "The durable inputs Secret is not owned by the object or its signature does not verify: someone else changed it; no Job starts until it is deleted."},
 	{EventImagePinned, "Normal", "A successful apply pinned the digest its pod ran; later non-apply runs use it."},
 	{EventProvisioned, "Normal", "The applied state's outputs meet the contract and its health is known: status.initialization.provisioned is true, for good."},
 	{EventProviderIDSet, "Normal", "A machine's spec.providerID was set from the module's provider_id output (once; it never changes)."},
@@ -98,4 +104,6 @@ var Events = []EventDoc{
 	{EventExportsNotPublished, "Warning", "A cluster's exports output is too large for status.exports (65536 bytes of JSON); machines and pools read it from the state all the same."},
 	{EventServiceAccountNotOptedIn, "Warning", "spec.jobs.serviceAccountName names a ServiceAccount that does not exist or lacks the label captf.io/runner=true; no Job starts."},
 	{EventCLIConfigNotFound, "Warning", "spec.jobs.cliConfigSecretRef names a Secret that does not exist, lacks the label captf.io/cli-config=true or the key tofurc; no Job starts."},
+	{EventImageNotAllowed, "Warning", "The module image is not among the images the install (--allowed-images) or the object's TerraformClusterIdentity (spec.allowedImages) allows; no Job starts."},
+	{EventEnvSourceNotOptedIn, "Warning", "spec.jobs.env takes a value from a Secret or ConfigMap that does not exist or lacks the label captf.io/env=true; no Job starts."},
 }

@@ -103,6 +103,7 @@ func (r *Reconciler) gatherFactsFrom(ctx context.Context, reader, owners client.
 		// The marker outlives the state: a missing state after a successful apply is lost, not new.
 		stateErr = state.ErrLost
 	}
+	obj = withProvisioningRebuilt(r.KindInfo, obj, st, stateErr)
 	restore, problem, err := restoreRequest(ctx, reader, obj, suffix)
 	if err != nil {
 		return f, err
@@ -278,7 +279,7 @@ func (r *Reconciler) OwnJobs(ctx context.Context, reader client.Reader, obj clie
 	if err := reader.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels(jobs.OwnerLabels(r.Kind, obj.GetName()))); err != nil {
 		return nil, fmt.Errorf("listing Jobs: %w", err)
 	}
-	return OwnRuns(list.Items, obj), nil
+	return OwnRuns(list.Items, obj, r.RunKey), nil
 }
 
 // ownJobs lists obj's retained Jobs from the Job cache, or through Client without one.
@@ -290,16 +291,18 @@ func (r *Reconciler) ownJobs(ctx context.Context, obj client.Object) ([]batchv1.
 	if err != nil {
 		return nil, fmt.Errorf("listing Jobs: %w", err)
 	}
-	return OwnRuns(labelled, obj), nil
+	return OwnRuns(labelled, obj, r.RunKey), nil
 }
 
-// OwnRuns keeps the Jobs of labelled whose controller reference is obj and whose op is known:
-// the runs of obj that every decision reads, whatever else is labelled as its.
-func OwnRuns(labelled []batchv1.Job, obj client.Object) []batchv1.Job {
+// OwnRuns keeps the Jobs of labelled whose controller reference is obj, whose op is known and,
+// with a key, that the key trusts: the runs of obj that every decision reads, whatever else is
+// labelled as its. The controller reference and labels can be copied by anyone who may create
+// Jobs, and the annotations rewritten by anyone who may patch them; the signature cannot.
+func OwnRuns(labelled []batchv1.Job, obj client.Object, key *jobs.RunKey) []batchv1.Job {
 	var own []batchv1.Job
 	for _, j := range labelled {
 		// A Job without a known op was not made by the controller, whatever its owner says.
-		if OwnedBy(&j, obj) && jobs.OpOf(&j) != "" {
+		if OwnedBy(&j, obj) && jobs.OpOf(&j) != "" && (key == nil || key.Trusted(&j)) {
 			own = append(own, j)
 		}
 	}

@@ -63,6 +63,8 @@ type harness struct {
 	tagDigest map[string]string
 	// guard is the approval policy's check, in force unless a test says otherwise.
 	guard *approvalGuard
+	// runKey is the key the reconciler signs with.
+	runKey *jobs.RunKey
 }
 
 // approvalGuard stands in for the read of the approval policy: why says why it is not in force.
@@ -93,7 +95,12 @@ func newHarness(t *testing.T, kind jobs.Kind) *harness {
 		recorder: events.NewFakeRecorder(100),
 		guard:    &approvalGuard{},
 	}
-	base := workspace.Reconciler{Client: c, APIReader: c, Recorder: h.recorder, Clock: h.clock, Metrics: m, RunnerImage: runnerImage, Approvals: h.guard}
+	runKey, err := controller.NewRunKey(time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.runKey = &runKey
+	base := workspace.Reconciler{Client: c, APIReader: c, Recorder: h.recorder, Clock: h.clock, Metrics: m, RunnerImage: runnerImage, Approvals: h.guard, RunKey: h.runKey}
 	switch kind {
 	case jobs.KindMachine:
 		h.r = workspace.New(base, infrav1.MachineKind)

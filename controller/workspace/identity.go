@@ -57,6 +57,8 @@ type Credentials struct {
 	Message string
 	// data is the identity Secret's data, read live, when allowed.
 	data map[string][]byte
+	// allowedImages is the identity's spec.allowedImages: the module images its runs may run.
+	allowedImages []string
 }
 
 // Allowed reports whether the object's runs may start with these credentials.
@@ -109,7 +111,7 @@ func (r *Reconciler) credentials(ctx context.Context, reader client.Reader, obj 
 		return Credentials{}, fmt.Errorf("reading the Secret of TerraformClusterIdentity %s: %w", name, err)
 	}
 	return Credentials{Identity: name, Status: metav1.ConditionTrue, Reason: conditions.ReasonIdentityAllowed,
-		Message: "the TerraformClusterIdentity " + name + " allows the namespace", data: secret.Data}, nil
+		Message: "the TerraformClusterIdentity " + name + " allows the namespace", data: secret.Data, allowedImages: identity.Spec.AllowedImages}, nil
 }
 
 // SecretNamespaceProblem says why the identity's Secret in namespace is not lent by a

@@ -30,7 +30,8 @@ func (h *harness) identity(allowed *infrav1.AllowedNamespaces, data map[string]s
 	}
 	id := &infrav1.TerraformClusterIdentity{
 		ObjectMeta: metav1.ObjectMeta{Name: h.ns + "-cloud"},
-		Spec:       infrav1.TerraformClusterIdentitySpec{SecretRef: infrav1.SecretReference{Name: "cloud", Namespace: home}, AllowedNamespaces: allowed},
+		Spec: infrav1.TerraformClusterIdentitySpec{SecretRef: infrav1.SecretReference{Name: "cloud", Namespace: home}, AllowedNamespaces: allowed,
+			AllowedImages: []string{jobs.Repository(image)}},
 	}
 	if err := h.c.Create(h.ctx, id); err != nil {
 		h.t.Fatal(err)

@@ -125,11 +125,13 @@ func (l lagging) List(ctx context.Context, list client.ObjectList, opts ...clien
 	return l.Client.List(ctx, list, opts...)
 }
 
+// A crash after the Job was created and signed: the next pass adopts it. (One before it was
+// signed leaves a Job that is replaced: TestAJobCountsOnlyWithTheControllersSignature.)
 func TestRestartBetweenJobAndSecretAdoptsTheJob(t *testing.T) {
 	h := newHarness(t, jobs.KindCluster)
 	tc := h.cluster("web")
 	h.reconcile(tc) // the finalizer
-	// A crashed pass created the Job and nothing after it.
+	// A crashed pass created and signed the Job, and did nothing after it.
 	h.get(tc)
 	name, _ := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: "web", Op: jobs.OpApply, Attempt: 1, InputsHash: h.inputsHash(tc)})
 	crashed := jobspec.Build(jobspec.Params{
@@ -138,6 +140,11 @@ func TestRestartBetweenJobAndSecretAdoptsTheJob(t *testing.T) {
 		Source: tc.Spec.Source, RunnerImage: runnerImage, StateSuffix: "x",
 	})
 	if err := h.c.Create(h.ctx, crashed); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(crashed.DeepCopy())
+	metav1.SetMetaDataAnnotation(&crashed.ObjectMeta, jobs.AnnotationSignature, h.runKey.SignJob(crashed))
+	if err := h.c.Patch(h.ctx, crashed, patch); err != nil {
 		t.Fatal(err)
 	}
 	// The restarted controller's cache has not seen it yet.

@@ -42,7 +42,7 @@ func setOutputs(obj infrav1.Workspace, at stamp, d contract.Decoded) {
 	s := obj.WorkspaceStatus()
 	status, reason, message := d.Condition()
 	at.set(&s.Conditions, conditions.OutputsValid, status, reason, message)
-	if status == metav1.ConditionTrue && d.Outputs.Health != nil && d.Outputs.Health.State != contract.HealthPending {
+	if provisions(d) {
 		s.Initialization = &infrav1.Initialization{Provisioned: ptr.To(true)}
 	}
 	setHealth(s, at, d)
@@ -78,6 +78,29 @@ func setOutputs(obj infrav1.Workspace, at stamp, d contract.Decoded) {
 			o.Status.Instances = poolInstances(d.Outputs.Instances)
 		}
 	}
+}
+
+// provisions reports whether decoded outputs make their object provisioned: all meet the
+// contract, and the health is known and not pending.
+func provisions(d contract.Decoded) bool {
+	status, _, _ := d.Condition()
+	return status == metav1.ConditionTrue && d.Outputs.Health != nil && d.Outputs.Health.State != contract.HealthPending
+}
+
+// withProvisioningRebuilt returns obj, or a copy marked provisioned when its status does not say
+// so but its state's outputs do. clusterctl move carries the state and not the status: a moved
+// machine must be known as provisioned before anything asks whether its inputs may change, or
+// its changed inputs would be applied again.
+func withProvisioningRebuilt(kind infrav1.KindInfo, obj infrav1.Workspace, st state.State, stateErr error) infrav1.Workspace {
+	if obj.WorkspaceStatus().IsProvisioned() || stateErr != nil {
+		return obj
+	}
+	if d, ok := decodeOutputs(kind, obj, st); !ok || !provisions(d) {
+		return obj
+	}
+	rebuilt := obj.DeepCopyObject().(infrav1.Workspace)
+	rebuilt.WorkspaceStatus().Initialization = &infrav1.Initialization{Provisioned: ptr.To(true)}
+	return rebuilt
 }
 
 // writeBackSpec writes the spec fields of the outputs that decoded cleanly, and reports whether

@@ -5,8 +5,11 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/inputs"
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/jobs"
@@ -118,5 +121,64 @@ func TestDestroyRunsTheDurableInputsNotTheCurrentOnes(t *testing.T) {
 		if string(run.Data[key]) != string(applied[key]) {
 			t.Errorf("the destroy's %s = %s, want the applied %s", key, run.Data[key], applied[key])
 		}
+	}
+}
+
+// TestAnApprovedApplyWithoutItsPlansDigestDoesNotStart: an approved apply never falls back to
+// the mutable tag. When the digest its plan ran is unknown (the plan Job is gone, or its digest
+// annotation was removed by someone who may patch Jobs), no apply starts; the condition and an
+// event say a new plan must be made.
+func TestAnApprovedApplyWithoutItsPlansDigestDoesNotStart(t *testing.T) {
+	for _, tc := range []struct {
+		rule string
+		lose func(h *harness, plan batchv1.Job)
+	}{
+		{"a deleted plan Job leaves no digest", func(h *harness, plan batchv1.Job) {
+			if err := h.c.Delete(h.ctx, &plan, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a removed digest annotation leaves no digest", func(h *harness, plan batchv1.Job) {
+			patch := client.MergeFrom(plan.DeepCopy())
+			delete(plan.Annotations, jobs.AnnotationImageDigest)
+			if err := h.c.Patch(h.ctx, &plan, patch); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			h := newHarness(t, jobs.KindCluster)
+			obj := h.provisioned(func(c *infrav1.TerraformCluster) { c.Spec.ApplyPolicy = infrav1.ApplyPolicyManual })
+			h.setVariables(obj, `{"region":"us"}`)
+			h.settle(obj)
+			h.tagDigest[image] = digestOld
+			plan := h.runningJob(jobs.KindCluster, "web")
+			h.finish(plan, jobs.OutcomeSucceeded, &jobs.RunnerResult{Plan: &jobs.RunnerPlan{Hash: planA}})
+			h.settle(obj)
+			if err := h.c.Get(h.ctx, client.ObjectKeyFromObject(&plan), &plan); err != nil {
+				t.Fatal(err)
+			}
+			if plan.Annotations[jobs.AnnotationImageDigest] != digestOld {
+				t.Fatalf("the plan Job's digest = %q", plan.Annotations[jobs.AnnotationImageDigest])
+			}
+			tc.lose(h, plan)
+			h.events()
+			h.annotate(obj, jobs.AnnotationApprovePlan, planA)
+			h.settle(obj)
+
+			for _, j := range h.jobs(jobs.KindCluster, "web") {
+				if jobs.OpOf(&j) == jobs.OpApply && !jobs.OutcomeOf(&j).Finished() {
+					t.Fatalf("apply Job %s started with image %q", j.Name, sourceImage(j))
+				}
+			}
+			h.get(obj)
+			c := conditions.Get(obj.Status.Conditions, conditions.ApplyJobSucceeded)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != conditions.ReasonPlanDigestUnknown || !strings.Contains(c.Message, "new plan") {
+				t.Fatalf("ApplyJobSucceeded = %+v, want False/%s", c, conditions.ReasonPlanDigestUnknown)
+			}
+			if ev := h.events(); countPrefix(ev, "Warning PlanDigestUnknown") != 1 {
+				t.Errorf("events = %v", ev)
+			}
+		})
 	}
 }

@@ -86,6 +86,14 @@ type Reconciler struct {
 	// an apply that acts on one waits while they could have come from anyone. Nil: approvals
 	// are acted on as the annotations hold them, with an event that says so.
 	Approvals ApprovalGuard
+	// AllowedImages are the module images the install runs (jobs.ImageAllowed); nil allows
+	// every image. An identity's spec.allowedImages narrows it for the runs it lends to.
+	AllowedImages []string
+	// RunKey signs the Jobs the controller creates and the durable inputs it writes, and is
+	// what tells them from forgeries: only Jobs whose signature verifies count as runs. The
+	// manager always sets it; nil trusts what the owner references say, for a reader that acts
+	// on nothing (kubectl captf why).
+	RunKey *jobs.RunKey
 	// ControllerNamespace is the namespace the controller runs in, the only one whose Secrets a
 	// TerraformClusterIdentity lends; "" lends none.
 	ControllerNamespace string

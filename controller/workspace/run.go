@@ -99,7 +99,8 @@ func (p *pass) nextLook(after time.Duration) time.Duration {
 
 // followActiveJob keeps status.activeJob true to the Jobs. running is set when a Job runs (or
 // the cache lags behind one): the pass then decides nothing. A Job the status names that is
-// finished is cleared; one the API server no longer has is recorded as vanished.
+// finished is cleared; one the API server no longer has, or whose signature no longer verifies,
+// is recorded as vanished.
 func (p *pass) followActiveJob(ctx context.Context) (res ctrl.Result, running bool, err error) {
 	status := p.status()
 	if active := jobs.ActiveJob(p.jobs); active != nil {
@@ -118,8 +119,12 @@ func (p *pass) followActiveJob(ctx context.Context) (res ctrl.Result, running bo
 	var job batchv1.Job
 	err = p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: status.ActiveJob.Name}, &job)
 	switch {
-	case err == nil:
+	case err == nil && (p.r.RunKey == nil || p.r.RunKey.Trusted(&job)):
 		return ctrl.Result{RequeueAfter: LagRequeue}, true, nil
+	case err == nil:
+		// Its signature no longer verifies: someone else changed it, and it is no run of the
+		// object any more. It counts as gone.
+		logf.FromContext(ctx).Info("the active Job's signature no longer verifies; it counts as gone", "job", job.Name)
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, false, fmt.Errorf("reading Job %s: %w", status.ActiveJob.Name, err)
 	}

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -91,6 +92,85 @@ func (p *pass) cliConfigReady(ctx context.Context, op jobs.Op) (bool, error) {
 	}
 	setOpCondition(p.status(), p.stamp(), op, metav1.ConditionFalse, conditions.ReasonCLIConfigNotFound, problem)
 	return false, nil
+}
+
+// imageAllowed checks the module image a Job is about to run against the install's allow-list
+// and, when the run receives an identity's credentials, the identity's: whoever may edit the
+// object chooses the image, and a plan Job runs it with the credentials before any approval.
+// ok is false when it may not run; the op's condition and an event say which list refuses it.
+func (p *pass) imageAllowed(ctx context.Context, op jobs.Op, image string) bool {
+	var problem string
+	switch {
+	case p.r.AllowedImages != nil && !jobs.ImageAllowed(image, p.r.AllowedImages):
+		problem = fmt.Sprintf("the image %s is not among the images the install allows (--allowed-images)", image)
+	case p.credentials.Identity != "" && !jobs.ImageAllowed(image, p.credentials.allowedImages):
+		problem = fmt.Sprintf("the image %s is not among the images the TerraformClusterIdentity %s allows its credentials to run (spec.allowedImages)", image, p.credentials.Identity)
+	default:
+		return true
+	}
+	if c := conditions.Get(p.status().Conditions, conditionFor(op)); c == nil || c.Reason != conditions.ReasonImageNotAllowed || c.Message != problem {
+		logf.FromContext(ctx).Info("refusing a Job of an image that is not allowed", "image", image, "op", op, "identity", p.credentials.Identity)
+		p.event(nil, corev1.EventTypeWarning, EventImageNotAllowed, "%s; no Job starts", problem)
+	}
+	setOpCondition(p.status(), p.stamp(), op, metav1.ConditionFalse, conditions.ReasonImageNotAllowed, problem)
+	return false
+}
+
+// configMapGVK is read only as metadata, by envSourcesReady.
+var configMapGVK = corev1.SchemeGroupVersion.WithKind("ConfigMap")
+
+// envSourcesReady checks every Secret and ConfigMap spec.jobs.env takes a value from: each must
+// exist and carry captf.io/env=true. Without the label, anyone who may edit the object could
+// read any Secret of the namespace from a run, although they may not read Secrets themselves. A
+// missing source whose reference is optional is left to the kubelet, which starts the pod
+// without it. ready is false when no Job may start; the op's condition and an event name the
+// first reference refused, never what the object holds.
+func (p *pass) envSourcesReady(ctx context.Context, op jobs.Op) (bool, error) {
+	problem, err := p.envSourceProblem(ctx)
+	if err != nil || problem == "" {
+		return err == nil, err
+	}
+	if c := conditions.Get(p.status().Conditions, conditionFor(op)); c == nil || c.Reason != conditions.ReasonEnvSourceNotOptedIn || c.Message != problem {
+		p.event(nil, corev1.EventTypeWarning, EventEnvSourceNotOptedIn, "%s; no Job starts", problem)
+	}
+	setOpCondition(p.status(), p.stamp(), op, metav1.ConditionFalse, conditions.ReasonEnvSourceNotOptedIn, problem)
+	return false, nil
+}
+
+// envSourceProblem says why the first refused env source of the spec is refused, or "".
+func (p *pass) envSourceProblem(ctx context.Context) (string, error) {
+	for i, e := range p.obj.WorkspaceSpec().Jobs.Env {
+		if e.ValueFrom == nil {
+			continue
+		}
+		var obj client.Object
+		var kind, name string
+		var optional *bool
+		switch from := e.ValueFrom; {
+		case from.SecretKeyRef != nil:
+			obj, kind, name, optional = &metav1.PartialObjectMetadata{}, "Secret", from.SecretKeyRef.Name, from.SecretKeyRef.Optional
+			obj.GetObjectKind().SetGroupVersionKind(secretGVK)
+		case from.ConfigMapKeyRef != nil:
+			obj, kind, name, optional = &metav1.PartialObjectMetadata{}, "ConfigMap", from.ConfigMapKeyRef.Name, from.ConfigMapKeyRef.Optional
+			obj.GetObjectKind().SetGroupVersionKind(configMapGVK)
+		default:
+			// fieldRef and resourceFieldRef read the run's own pod.
+			continue
+		}
+		field := fmt.Sprintf("spec.jobs.env[%d].valueFrom", i)
+		err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: name}, obj)
+		switch {
+		case apierrors.IsNotFound(err) && ptr.Deref(optional, false):
+			continue
+		case apierrors.IsNotFound(err):
+			return fmt.Sprintf("%s %s (%s) does not exist", kind, name, field), nil
+		case err != nil:
+			return "", fmt.Errorf("reading the %s %s that %s names: %w", kind, name, field, err)
+		case obj.GetLabels()[infrav1.EnvSourceLabel] != "true":
+			return fmt.Sprintf("%s %s (%s) does not carry the label %s=true that lets captf read it into runs", kind, name, field, infrav1.EnvSourceLabel), nil
+		}
+	}
+	return "", nil
 }
 
 // ensureRunnerIdentity makes sure the run can keep its state and nothing else. It creates the

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/decide"
@@ -21,12 +22,15 @@ type runSource struct {
 	digestUnknown bool
 	// missing says why no files can be had for the op; the op waits.
 	missing string
+	// unpinnedPlan says why an approved apply cannot run the digest its plan ran; it waits for
+	// a new plan.
+	unpinnedPlan string
 }
 
 // chooseSource picks the files and image of a Job (system-spec §2.3). Applies and plans run
 // the current inputs under the spec's reference, except that an approved apply runs the digest
-// its plan ran: the approval binds the plan hash, and that is only as good as the code that
-// produced it. Refresh, drift, destroy and restore run the digest the newest successful apply
+// its plan ran, and none when that digest is unknown: the approval binds the plan hash, and that
+// is only as good as the code that produced it. Refresh, drift, destroy and restore run the digest the newest successful apply
 // pinned. Their files: a machine's always from the durable inputs (it is never re-rendered once
 // provisioned); a cluster's or pool's destroy from the durable inputs, else the current ones;
 // its refresh and drift from the current inputs, which equal the applied ones whenever these
@@ -37,8 +41,14 @@ func (p *pass) chooseSource(ctx context.Context, d decide.Decision, rendered inp
 	case jobs.OpApply, jobs.OpPlan:
 		src := runSource{data: rendered.Data(), image: spec}
 		if d.ExpectPlan != "" {
-			digest := p.planDigest()
-			src.image, src.digestUnknown = jobs.PinnedReference(spec, digest), digest == ""
+			// The tag may point elsewhere since the plan ran: without the plan's digest, the
+			// approved hash says nothing of the code that would apply it.
+			job, digest := p.planDigest()
+			if !jobs.ValidDigest(digest) {
+				src.unpinnedPlan = fmt.Sprintf("the image digest plan Job %s ran is unknown (the Job is gone or reported none), so the approved plan %s cannot be applied with the code that made it; request a new plan (kubectl captf replan) and approve it", job, d.ExpectPlan)
+				return src, nil
+			}
+			src.image = jobs.PinnedReference(spec, digest)
 		}
 		return src, nil
 	}
@@ -86,19 +96,20 @@ func (p *pass) chooseSource(ctx context.Context, d decide.Decision, rendered inp
 	return src, nil
 }
 
-// planDigest is the digest the plan Job of the plan waiting in status.plan ran, or "".
-func (p *pass) planDigest() string {
+// planDigest names the plan Job of the plan waiting in status.plan and the digest it ran, ""
+// when unknown.
+func (p *pass) planDigest() (job, digest string) {
 	planned, ok := p.obj.(infrav1.Planned)
 	if !ok || *planned.PlanPreview() == nil {
-		return ""
+		return "", ""
 	}
-	name := (*planned.PlanPreview()).Job
+	job = (*planned.PlanPreview()).Job
 	for i := range p.jobs {
-		if p.jobs[i].Name == name {
-			return p.jobs[i].Annotations[jobs.AnnotationImageDigest]
+		if p.jobs[i].Name == job {
+			return job, p.jobs[i].Annotations[jobs.AnnotationImageDigest]
 		}
 	}
-	return ""
+	return job, ""
 }
 
 // pinSource records what a successful apply ran on the durable inputs Secret, read live:
@@ -109,6 +120,11 @@ func (p *pass) pinSource(ctx context.Context, b *booked) error {
 	durable, err := p.readDurable(ctx)
 	if err != nil || durable.Name == "" {
 		return err
+	}
+	if problem := p.durableProblem(durable); problem != "" {
+		// Signing it now would vouch for what someone else wrote; the next start refuses it.
+		logf.FromContext(ctx).Info("not pinning the applied image on tampered durable inputs", "secret", durable.Name, "job", job.Name)
+		return nil
 	}
 	digest := job.Annotations[jobs.AnnotationImageDigest]
 	patch := client.MergeFrom(durable.DeepCopy())
@@ -123,6 +139,7 @@ func (p *pass) pinSource(ctx context.Context, b *booked) error {
 	} else {
 		delete(durable.Annotations, jobs.AnnotationImageDigest)
 	}
+	p.signDurable(durable)
 	if err := p.r.Client.Patch(ctx, durable, patch); err != nil {
 		return fmt.Errorf("pinning the applied image on the durable inputs: %w", err)
 	}

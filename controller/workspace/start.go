@@ -25,7 +25,8 @@ import (
 
 // start starts the decided operation as one Job, in the order that survives a crash between any
 // two steps: the plan key (plan, approved apply), the run Lease (its holder is the Job about to
-// be created), the durable inputs (apply), the Job, its per-run Secret, then status.activeJob. A
+// be created), the Job and its signature, the durable inputs (apply), its per-run Secret, then
+// status.activeJob. A
 // repeated pass computes the same name and adopts whatever the crashed pass left.
 func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Rendered, renderable bool, interruptedApply string) (ctrl.Result, error) {
 	// A pause the cache has not seen yet must still stop the run: clusterctl move pauses the
@@ -36,6 +37,9 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		}
 		return ctrl.Result{}, err
 	}
+	if ok, err := p.durableTrusted(ctx, d.Op); err != nil || !ok {
+		return ctrl.Result{RequeueAfter: GateRequeue}, err
+	}
 	src, err := p.chooseSource(ctx, d, rendered, renderable)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -43,6 +47,17 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if src.missing != "" {
 		setOpCondition(p.status(), p.stamp(), d.Op, metav1.ConditionFalse, conditions.ReasonDurableInputsMissing, src.missing)
 		return ctrl.Result{RequeueAfter: decide.InputsRequeue}, nil
+	}
+	if src.unpinnedPlan != "" {
+		if c := conditions.Get(p.status().Conditions, conditionFor(d.Op)); c == nil || c.Reason != conditions.ReasonPlanDigestUnknown {
+			logf.FromContext(ctx).Info("refusing the approved apply: its plan's image digest is unknown", "plan", d.ExpectPlan)
+			p.event(nil, corev1.EventTypeWarning, EventPlanDigestUnknown, "%s", src.unpinnedPlan)
+		}
+		setOpCondition(p.status(), p.stamp(), d.Op, metav1.ConditionFalse, conditions.ReasonPlanDigestUnknown, src.unpinnedPlan)
+		return ctrl.Result{RequeueAfter: GateRequeue}, nil
+	}
+	if !p.imageAllowed(ctx, d.Op, src.image) {
+		return ctrl.Result{RequeueAfter: GateRequeue}, nil
 	}
 	attempt := jobs.NextAttempt(p.jobs, d.Op)
 	hash, tick := jobs.HashAndTick(d.Op, d.Names)
@@ -67,11 +82,6 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if d.Op == jobs.OpApply {
-		if err := p.writeDurableInputs(ctx, rendered); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
 	annotations := jobAnnotations(d, interruptedApply, p.obj.GetAnnotations(), p.exportsHash, p.exportsGuard == ExportsHeld)
 	spec := p.obj.WorkspaceSpec()
 	source := spec.Source
@@ -95,8 +105,19 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if errors.Is(err, errJobNameTaken) {
 		return ctrl.Result{RequeueAfter: NameTakenRequeue}, nil
 	}
+	if errors.Is(err, errJobUnsigned) {
+		return ctrl.Result{RequeueAfter: NextPassRequeue}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	// The durable inputs follow the Job and precede its per-run Secret: the pod cannot start
+	// before that Secret exists, so no apply runs without them, and a create the API server
+	// refused leaves them (and the pinned digest) as the last apply left them.
+	if d.Op == jobs.OpApply {
+		if err := p.writeDurableInputs(ctx, rendered); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if err := p.ensureRunSecret(ctx, created, src.data); err != nil {
 		return ctrl.Result{}, err
@@ -107,7 +128,7 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 
 // readyToRun checks what must hold before the run Lease is taken, so that nothing in the way
 // holds a Lease: the runner's ServiceAccount may run Jobs, the CLI configuration Secret may be
-// mounted, the identity's credentials are copied, an approval the op acts on can only have come
+// mounted, every env source opted in, the identity's credentials are copied, an approval the op acts on can only have come
 // through plans/approval, and the plan key is the controller's. wait is how long to wait when
 // not; mirror names the copy of the credentials, planKey the plan-key Secret of a plan or an
 // approved apply.
@@ -120,6 +141,13 @@ func (p *pass) readyToRun(ctx context.Context, d decide.Decision) (mirror, planK
 		return "", "", GateRequeue, nil
 	}
 	ready, err = p.cliConfigReady(ctx, d.Op)
+	switch {
+	case err != nil:
+		return "", "", 0, err
+	case !ready:
+		return "", "", GateRequeue, nil
+	}
+	ready, err = p.envSourcesReady(ctx, d.Op)
 	switch {
 	case err != nil:
 		return "", "", 0, err
@@ -288,6 +316,7 @@ func (p *pass) writeDurableInputs(ctx context.Context, rendered inputs.Rendered)
 		secret.Annotations[jobs.AnnotationImage] = p.obj.WorkspaceSpec().Source.Image
 		// The identity an apply ran with: a machine keeps it once provisioned.
 		secret.Annotations[AnnotationIdentity] = p.credentials.Identity
+		p.signDurable(&secret)
 		if err := p.r.Client.Create(ctx, &secret); err != nil {
 			return fmt.Errorf("creating the durable inputs Secret: %w", err)
 		}
@@ -315,6 +344,7 @@ func (p *pass) writeDurableInputs(ctx context.Context, rendered inputs.Rendered)
 	}
 	secret.Annotations[jobs.AnnotationImage] = image
 	secret.Annotations[AnnotationIdentity] = p.credentials.Identity
+	p.signDurable(&secret)
 	if err := p.r.Client.Update(ctx, &secret); err != nil {
 		return fmt.Errorf("updating the durable inputs Secret: %w", err)
 	}

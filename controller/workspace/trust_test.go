@@ -16,6 +16,7 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/conditions"
+	"github.com/captf/captf/controller/inputs"
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
@@ -77,6 +78,97 @@ func TestOnlyJobsTheObjectControlsCount(t *testing.T) {
 	if ev := h.events(); countPrefix(ev, "Warning JobFailed") != 0 {
 		t.Errorf("events = %v", ev)
 	}
+}
+
+// TestAJobCountsOnlyWithTheControllersSignature: the controller reference, the labels and the
+// annotations of a run can all be copied or rewritten by whoever may create or patch Jobs; only
+// the signature, bound to the Job's UID, tells the controller's Jobs from others.
+func TestAJobCountsOnlyWithTheControllersSignature(t *testing.T) {
+	t.Run("a Job that copies a run's controller reference and signature is no run", func(t *testing.T) {
+		h := newHarness(t, jobs.KindCluster)
+		tc := h.provisioned(nil)
+		runs := h.jobs(jobs.KindCluster, "web")
+		if len(runs) == 0 || runs[0].Annotations[jobs.AnnotationSignature] == "" {
+			t.Fatalf("the controller's Job carries no signature: %+v", runs)
+		}
+		real := runs[0]
+		forged := batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: "forged-apply", Namespace: h.ns, Labels: jobs.Labels(jobs.KindCluster, "web", "web", jobs.OpApply, 2),
+				Annotations:     map[string]string{jobs.AnnotationSignature: real.Annotations[jobs.AnnotationSignature], jobs.AnnotationInputsHash: real.Annotations[jobs.AnnotationInputsHash]},
+				OwnerReferences: real.OwnerReferences},
+			Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "x", Image: image}},
+			}}},
+		}
+		if err := h.c.Create(h.ctx, &forged); err != nil {
+			t.Fatal(err)
+		}
+		h.finish(forged, jobs.OutcomeFailed, nil)
+		h.events()
+		h.settle(tc)
+
+		if err := h.c.Get(h.ctx, client.ObjectKeyFromObject(&forged), &forged); err != nil {
+			t.Fatal(err)
+		}
+		if _, booked := forged.Annotations[jobs.AnnotationBookkept]; booked {
+			t.Error("the forged Job was booked")
+		}
+		h.get(tc)
+		if !conditions.IsTrue(tc.Status.Conditions, conditions.ApplyJobSucceeded) || tc.Status.LastRun.Job == forged.Name {
+			t.Errorf("the forged Job changed the status: %+v", tc.Status)
+		}
+		for _, j := range h.jobs(jobs.KindCluster, "web") {
+			if j.Name != forged.Name && !jobs.OutcomeOf(&j).Finished() {
+				t.Fatalf("the forged failure started Job %s", j.Name)
+			}
+		}
+		if ev := h.events(); countPrefix(ev, "Warning JobFailed") != 0 {
+			t.Errorf("events = %v", ev)
+		}
+	})
+	t.Run("a run whose annotations were rewritten is no run", func(t *testing.T) {
+		h := newHarness(t, jobs.KindCluster)
+		tc := h.cluster("web")
+		h.settle(tc)
+		job := h.runningJob(jobs.KindCluster, "web")
+		patch := client.MergeFrom(job.DeepCopy())
+		job.Annotations[jobs.AnnotationInputsHash] = "h1:rewritten"
+		if err := h.c.Patch(h.ctx, &job, patch); err != nil {
+			t.Fatal(err)
+		}
+		h.finish(job, jobs.OutcomeFailed, nil)
+		h.events()
+		h.settle(tc)
+
+		if err := h.c.Get(h.ctx, client.ObjectKeyFromObject(&job), &job); err != nil {
+			t.Fatal(err)
+		}
+		if _, booked := job.Annotations[jobs.AnnotationBookkept]; booked {
+			t.Error("the rewritten Job was booked")
+		}
+		h.get(tc)
+		c := conditions.Get(tc.Status.Conditions, conditions.ApplyJobSucceeded)
+		if c == nil || c.Reason != conditions.ReasonJobNameTaken {
+			t.Fatalf("ApplyJobSucceeded = %+v, want %s: the rewritten Job holds the apply's name", c, conditions.ReasonJobNameTaken)
+		}
+	})
+	t.Run("an unsigned Job of the decided name is replaced by a signed one", func(t *testing.T) {
+		h := newHarness(t, jobs.KindCluster)
+		tc := h.cluster("web")
+		h.settle(tc)
+		job := h.runningJob(jobs.KindCluster, "web")
+		// As if the controller stopped between creating the Job and signing it.
+		patch := client.MergeFrom(job.DeepCopy())
+		delete(job.Annotations, jobs.AnnotationSignature)
+		if err := h.c.Patch(h.ctx, &job, patch); err != nil {
+			t.Fatal(err)
+		}
+		h.settle(tc)
+		again := h.runningJob(jobs.KindCluster, "web")
+		if again.Name != job.Name || again.UID == job.UID || !h.runKey.JobSigned(&again) {
+			t.Fatalf("Job %s (UID %s, signed %v), want a new signed Job %s", again.Name, again.UID, h.runKey.JobSigned(&again), job.Name)
+		}
+	})
 }
 
 func TestAJobNameTakenBySomeoneElseIsNotAdopted(t *testing.T) {
@@ -386,6 +478,206 @@ func TestACLIConfigSecretMustOptIn(t *testing.T) {
 			}
 			if h.runLease(jobs.KindCluster, "web") != nil {
 				t.Error("the run Lease was taken although no Job may start")
+			}
+		})
+	}
+}
+
+// TestAnEnvSourceMustOptIn: a value of spec.jobs.env taken from a Secret or ConfigMap is used
+// only when that object exists and carries captf.io/env=true; otherwise no Job starts and the
+// op's condition and an event name the reference. Without the rule, whoever may patch the object
+// reads any Secret of the namespace from the run.
+func TestAnEnvSourceMustOptIn(t *testing.T) {
+	optedIn := map[string]string{infrav1.EnvSourceLabel: "true"}
+	fromSecret := corev1.EnvVar{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "source"}, Key: "token"}}}
+	fromConfigMap := corev1.EnvVar{Name: "REGION", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "source"}, Key: "region"}}}
+	optional := *fromSecret.DeepCopy()
+	optional.ValueFrom.SecretKeyRef.Optional = ptr.To(true)
+	for _, tc := range []struct {
+		rule    string
+		env     corev1.EnvVar
+		source  client.Object // nil: there is none
+		problem string        // "" when the Job starts
+	}{
+		{"a Secret without the label starts no Job", fromSecret,
+			&corev1.Secret{Data: map[string][]byte{"token": []byte("s3cr3t")}}, "Secret source (spec.jobs.env[1].valueFrom) does not carry the label captf.io/env=true"},
+		{"a Secret labelled other than true starts no Job", fromSecret,
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{infrav1.EnvSourceLabel: "yes"}}}, "label captf.io/env=true"},
+		{"a missing Secret starts no Job", fromSecret, nil, "Secret source (spec.jobs.env[1].valueFrom) does not exist"},
+		{"a ConfigMap without the label starts no Job", fromConfigMap,
+			&corev1.ConfigMap{Data: map[string]string{"region": "eu"}}, "ConfigMap source (spec.jobs.env[1].valueFrom) does not carry the label"},
+		{"an opted-in Secret is read", fromSecret, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: optedIn}}, ""},
+		{"an opted-in ConfigMap is read", fromConfigMap, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: optedIn}}, ""},
+		{"a missing optional Secret is left to the kubelet", optional, nil, ""},
+		{"an optional Secret without the label starts no Job", optional, &corev1.Secret{}, "does not carry the label"},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			h := newHarness(t, jobs.KindCluster)
+			if tc.source != nil {
+				tc.source.SetName("source")
+				tc.source.SetNamespace(h.ns)
+				if err := h.c.Create(h.ctx, tc.source); err != nil {
+					t.Fatal(err)
+				}
+			}
+			obj := h.cluster("web", func(c *infrav1.TerraformCluster) {
+				c.Spec.Jobs.Env = []corev1.EnvVar{{Name: "PLAIN", Value: "x"}, tc.env}
+			})
+			h.settle(obj)
+			h.get(obj)
+			events := h.events()
+			if tc.problem == "" {
+				job := h.runningJob(jobs.KindCluster, "web")
+				found := false
+				for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+					found = found || e.Name == tc.env.Name
+				}
+				if !found {
+					t.Errorf("the Job lacks %s", tc.env.Name)
+				}
+				if n := countPrefix(events, "Warning EnvSourceNotOptedIn"); n != 0 {
+					t.Errorf("%d EnvSourceNotOptedIn events: %q", n, events)
+				}
+				return
+			}
+			if n := len(h.jobs(jobs.KindCluster, "web")); n != 0 {
+				t.Fatalf("%d Jobs started", n)
+			}
+			c := conditions.Get(obj.Status.Conditions, conditions.ApplyJobSucceeded)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != conditions.ReasonEnvSourceNotOptedIn || !strings.Contains(c.Message, tc.problem) {
+				t.Fatalf("ApplyJobSucceeded = %+v, want False/%s with %q", c, conditions.ReasonEnvSourceNotOptedIn, tc.problem)
+			}
+			if strings.Contains(c.Message, "s3cr3t") {
+				t.Errorf("the condition quotes the Secret's value: %q", c.Message)
+			}
+			if n := countPrefix(events, "Warning EnvSourceNotOptedIn"); n != 1 {
+				t.Errorf("%d EnvSourceNotOptedIn events, want 1: %q", n, events)
+			}
+			if h.runLease(jobs.KindCluster, "web") != nil {
+				t.Error("the run Lease was taken although no Job may start")
+			}
+		})
+	}
+}
+
+// TestTamperedDurableInputsRunNothing: the durable inputs decide what a destroy runs (files,
+// image, digest, identity). Rewritten by anyone but the controller, or planted, they stop the
+// object with a condition and an event instead of being run.
+func TestTamperedDurableInputsRunNothing(t *testing.T) {
+	for _, tc := range []struct {
+		rule   string
+		tamper func(d *corev1.Secret)
+	}{
+		{"a rewritten image runs nothing", func(d *corev1.Secret) {
+			d.Annotations[jobs.AnnotationImage] = "registry.example/attacker:v1"
+		}},
+		{"a rewritten pinned digest runs nothing", func(d *corev1.Secret) {
+			d.Annotations[jobs.AnnotationImageDigest] = digestNew
+		}},
+		{"rewritten files run nothing", func(d *corev1.Secret) {
+			d.Data[inputs.MainFile] = []byte(`{"resource":{}}`)
+		}},
+		{"a removed signature runs nothing", func(d *corev1.Secret) {
+			delete(d.Annotations, jobs.AnnotationSignature)
+		}},
+		{"durable inputs not owned by the object run nothing", func(d *corev1.Secret) {
+			d.OwnerReferences = nil
+		}},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			h := newHarness(t, jobs.KindCluster)
+			obj := h.provisioned(nil)
+			durable := h.secret(jobs.InputsSecretName(jobs.KindCluster, "web"))
+			if durable.Annotations[jobs.AnnotationSignature] == "" {
+				t.Fatalf("the controller wrote unsigned durable inputs: %v", durable.Annotations)
+			}
+			tc.tamper(durable)
+			if err := h.c.Update(h.ctx, durable); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.c.Delete(h.ctx, obj); err != nil {
+				t.Fatal(err)
+			}
+			h.events()
+			h.settle(obj)
+
+			for _, j := range h.jobs(jobs.KindCluster, "web") {
+				if jobs.OpOf(&j) == jobs.OpDestroy {
+					t.Fatalf("a destroy started from tampered durable inputs: %s runs %q", j.Name, sourceImage(j))
+				}
+			}
+			h.get(obj)
+			c := conditions.Get(obj.Status.Conditions, conditions.ApplyJobSucceeded)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != conditions.ReasonDurableInputsTampered {
+				t.Fatalf("ApplyJobSucceeded = %+v, want False/%s", c, conditions.ReasonDurableInputsTampered)
+			}
+			if ev := h.events(); countPrefix(ev, "Warning DurableInputsTampered") != 1 {
+				t.Errorf("events = %v", ev)
+			}
+		})
+	}
+}
+
+// TestAModuleImageMustBeAllowed: whoever may edit an object chooses its module image, and a
+// plan Job runs it with the identity's credentials before any approval. The install's
+// allow-list and the identity's decide which images run; any other gets no Job.
+func TestAModuleImageMustBeAllowed(t *testing.T) {
+	for _, tc := range []struct {
+		rule           string
+		install        []string // nil: every image
+		identityImages []string // the identity's spec.allowedImages; nil with noIdentity
+		noIdentity     bool
+		manual         bool
+		problem        string // "" when the Job starts
+	}{
+		{"an image the install does not allow starts no Job", []string{"registry.example/other"}, nil, true, false, "--allowed-images"},
+		{"an image the identity does not allow starts no Job", nil, []string{"registry.example/other"}, false, false, "spec.allowedImages"},
+		{"an identity that lists no images lends to no image", nil, []string{}, false, false, "spec.allowedImages"},
+		{"an image the identity does not allow starts no plan, before any approval", nil, []string{"registry.example/other"}, false, true, "spec.allowedImages"},
+		{"an image both allow starts its Job", []string{"registry.example/modules"}, []string{jobs.Repository(image)}, false, false, ""},
+		{"without an identity, the install's list alone decides", []string{"registry.example/modules/"}, nil, true, false, ""},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			h := newHarness(t, jobs.KindCluster)
+			h.r.AllowedImages = tc.install
+			var mutations []func(*infrav1.TerraformCluster)
+			if !tc.noIdentity {
+				id := h.identity(&infrav1.AllowedNamespaces{List: []string{h.ns}}, map[string]string{"token": "t"})
+				id.Spec.AllowedImages = tc.identityImages
+				if err := h.c.Update(h.ctx, id); err != nil {
+					t.Fatal(err)
+				}
+				mutations = append(mutations, withIdentity(id.Name))
+			}
+			if tc.manual {
+				h.writeState(jobs.KindCluster, "web", 1)
+				mutations = append(mutations, func(c *infrav1.TerraformCluster) { c.Spec.ApplyPolicy = infrav1.ApplyPolicyManual })
+			}
+			obj := h.cluster("web", mutations...)
+			h.settle(obj)
+			h.get(obj)
+			events := h.events()
+			if tc.problem == "" {
+				h.runningJob(jobs.KindCluster, "web")
+				if n := countPrefix(events, "Warning ImageNotAllowed"); n != 0 {
+					t.Errorf("%d ImageNotAllowed events: %q", n, events)
+				}
+				return
+			}
+			if n := len(h.jobs(jobs.KindCluster, "web")); n != 0 {
+				t.Fatalf("%d Jobs started", n)
+			}
+			c := conditions.Get(obj.Status.Conditions, conditions.ApplyJobSucceeded)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != conditions.ReasonImageNotAllowed || !strings.Contains(c.Message, tc.problem) {
+				t.Fatalf("ApplyJobSucceeded = %+v, want False/%s naming %q", c, conditions.ReasonImageNotAllowed, tc.problem)
+			}
+			if n := countPrefix(events, "Warning ImageNotAllowed"); n != 1 {
+				t.Errorf("%d ImageNotAllowed events, want 1: %q", n, events)
+			}
+			if !tc.noIdentity && h.secret(workspace.MirrorName(obj.Spec.IdentityRef.Name)) != nil {
+				t.Error("the identity's credentials were copied for an image it does not allow")
 			}
 		})
 	}

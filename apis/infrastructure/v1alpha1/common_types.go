@@ -151,7 +151,9 @@ type JobPolicy struct {
 	// starting with TF_, KUBE_ or KUBERNETES_, HOME, TMPDIR, CHECKPOINT_DISABLE, TERRAFORM_CONFIG
 	// and XDG_CONFIG_HOME, XDG_DATA_HOME, XDG_CACHE_HOME and XDG_RUNTIME_DIR, through which
 	// OpenTofu would find another CLI configuration, credentials or plugins. A provider mirror
-	// or registry credentials come from cliConfigSecretRef instead.
+	// or registry credentials come from cliConfigSecretRef instead. A value taken from a Secret
+	// or a ConfigMap (valueFrom.secretKeyRef, valueFrom.configMapKeyRef) is used only when that
+	// object exists and carries the label captf.io/env=true; until every one does, no Job starts.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
@@ -175,6 +177,11 @@ type JobPolicy struct {
 // it, the Secret is treated as missing, so the field cannot mount any Secret of the namespace
 // into a run.
 const CLIConfigLabel = "captf.io/cli-config"
+
+// EnvSourceLabel opts a Secret or a ConfigMap in as the source of environment variables
+// (spec.jobs.env[].valueFrom): without it, a reference to it starts no Job, so the field cannot
+// read any Secret of the namespace into a run.
+const EnvSourceLabel = "captf.io/env"
 
 // CLIConfigKey is the key of a CLI configuration Secret that holds the file.
 const CLIConfigKey = "tofurc"

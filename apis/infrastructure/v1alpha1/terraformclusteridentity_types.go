@@ -23,6 +23,18 @@ type TerraformClusterIdentitySpec struct {
 	// none; an empty selector allows every namespace.
 	// +optional
 	AllowedNamespaces *AllowedNamespaces `json:"allowedNamespaces,omitempty"`
+
+	// allowedImages are the module images a run that receives these credentials may run. An
+	// entry is a repository prefix ("registry.example/modules" allows that repository and every
+	// one below it, with any tag or digest), a digest ("sha256:<hex>", any reference pinned to
+	// it) or "*" (any image). Unset or empty allows none: a run of another image gets no Job,
+	// whoever may edit the objects that use the identity.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	AllowedImages []string `json:"allowedImages,omitempty"`
 }
 
 // SecretReference names a Secret in a namespace.

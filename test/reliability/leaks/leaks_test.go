@@ -69,7 +69,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), credentials) })
 	identity := &infrav1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: ns + "-identity"}, Spec: infrav1.TerraformClusterIdentitySpec{
-		SecretRef: infrav1.SecretReference{Name: credentials.Name, Namespace: system.Namespace}, AllowedNamespaces: &infrav1.AllowedNamespaces{List: []string{ns}}}}
+		SecretRef: infrav1.SecretReference{Name: credentials.Name, Namespace: system.Namespace}, AllowedNamespaces: &infrav1.AllowedNamespaces{List: []string{ns}}, AllowedImages: []string{"*"}}}
 	if err := c.Create(ctx, identity); err != nil {
 		t.Fatal(err)
 	}
