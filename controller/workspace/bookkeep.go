@@ -3,11 +3,13 @@ package workspace
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -106,9 +108,24 @@ func (p *pass) readResult(ctx context.Context, job *batchv1.Job) (*jobs.RunnerRe
 	if err != nil {
 		return nil, "", err
 	}
+	// Anyone who may create pods can copy the Job's owner reference: only a pod that runs the
+	// Job's own template speaks for it. The cached Job has no template; the live one does.
+	var full batchv1.Job
+	if len(pods) > 0 {
+		if err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), &full); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, "", nil
+			}
+			return nil, "", fmt.Errorf("reading Job %s: %w", job.Name, err)
+		}
+	}
 	var message, imageID string
 	var newest *corev1.Pod
 	for i := range pods {
+		if full.UID != job.UID || !runsTemplate(&pods[i].Spec, &full.Spec.Template.Spec) {
+			logf.FromContext(ctx).Info("ignoring a pod of the Job that does not run its template", "job", job.Name, "pod", pods[i].Name)
+			continue
+		}
 		if newest == nil || newest.CreationTimestamp.Before(&pods[i].CreationTimestamp) {
 			newest = &pods[i]
 		}
@@ -410,4 +427,63 @@ func (p *pass) prune(ctx context.Context) error {
 		logf.FromContext(ctx).Info("pruned Job beyond the history limits", "job", name)
 	}
 	return nil
+}
+
+// serviceAccountTokenPath is where the API server's admission mounts a pod's ServiceAccount
+// token: the one mount a pod of a Job has that its template does not.
+const serviceAccountTokenPath = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// runsTemplate reports whether a pod runs what template says: the same ServiceAccount, each of
+// the template's containers and init containers as written (image, command, arguments,
+// environment, working directory, mounts: nothing beside them but the ServiceAccount token), and
+// the template's volumes. A container the pod adds (a mesh's sidecar) may not mount any of the
+// template's volumes. A pod that differs could have run other code or read other inputs, so
+// its termination message is not the runner's result.
+func runsTemplate(pod, template *corev1.PodSpec) bool {
+	if pod.ServiceAccountName != template.ServiceAccountName {
+		return false
+	}
+	shared := map[string]bool{}
+	volumes := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		volumes[v.Name] = v
+	}
+	for _, v := range template.Volumes {
+		shared[v.Name] = true
+		if got, ok := volumes[v.Name]; !ok || !equality.Semantic.DeepEqual(got.VolumeSource, v.VolumeSource) {
+			return false
+		}
+	}
+	return sameContainers(pod.InitContainers, template.InitContainers, shared) && sameContainers(pod.Containers, template.Containers, shared)
+}
+
+// sameContainers reports whether pod holds each container of template as runsTemplate says, and
+// its other containers mount none of the shared volumes.
+func sameContainers(pod, template []corev1.Container, shared map[string]bool) bool {
+	want := map[string]*corev1.Container{}
+	for i := range template {
+		want[template[i].Name] = &template[i]
+	}
+	found := 0
+	for _, p := range pod {
+		t, ok := want[p.Name]
+		if !ok {
+			for _, m := range p.VolumeMounts {
+				if shared[m.Name] {
+					return false
+				}
+			}
+			continue
+		}
+		found++
+		if p.Image != t.Image || p.WorkingDir != t.WorkingDir || !slices.Equal(p.Command, t.Command) || !slices.Equal(p.Args, t.Args) ||
+			!equality.Semantic.DeepEqual(p.Env, t.Env) || !equality.Semantic.DeepEqual(p.EnvFrom, t.EnvFrom) {
+			return false
+		}
+		mounts := slices.DeleteFunc(slices.Clone(p.VolumeMounts), func(m corev1.VolumeMount) bool { return m.MountPath == serviceAccountTokenPath })
+		if len(mounts) != len(t.VolumeMounts) || (len(mounts) > 0 && !equality.Semantic.DeepEqual(mounts, t.VolumeMounts)) {
+			return false
+		}
+	}
+	return found == len(template)
 }

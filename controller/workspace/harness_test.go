@@ -231,7 +231,8 @@ func (h *harness) finish(job batchv1.Job, outcome jobs.Outcome, result *jobs.Run
 		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-abcde", Namespace: h.ns, Labels: map[string]string{batchv1.JobNameLabel: job.Name},
 			// As the Job controller creates it: the controller trusts only pods its Job owns.
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "source", Image: image}}},
+		// Its spec is its Job's template, as the Job controller makes it.
+		Spec: *job.Spec.Template.Spec.DeepCopy(),
 	}
 	if err := h.c.Create(h.ctx, pod); err != nil {
 		h.t.Fatal(err)

@@ -241,6 +241,76 @@ func TestResultIsReadOnlyFromAPodTheJobOwns(t *testing.T) {
 	}
 }
 
+// TestAPodThatCopiesTheJobsOwnerButNotItsTemplateIsNotHeard: the Job's UID is readable, so a
+// pod created with its controller reference is the Job's pod to the Job controller as well; only
+// a pod that runs the Job's template speaks for it.
+func TestAPodThatCopiesTheJobsOwnerButNotItsTemplateIsNotHeard(t *testing.T) {
+	for _, tc := range []struct {
+		rule   string
+		mutate func(spec *corev1.PodSpec)
+	}{
+		{"another image", func(s *corev1.PodSpec) { s.Containers[0].Image = "registry.example/attacker:v1" }},
+		{"another command", func(s *corev1.PodSpec) { s.Containers[0].Command = []string{"/bin/true"} }},
+		{"another environment", func(s *corev1.PodSpec) {
+			s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: "TF_CLI_ARGS", Value: "-var=x"})
+		}},
+		{"a volume of its own over the module", func(s *corev1.PodSpec) {
+			s.Volumes = append(s.Volumes, corev1.Volume{Name: "evil", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+			s.Containers[0].VolumeMounts = append(s.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "evil", MountPath: "/captf/module"})
+		}},
+		{"another ServiceAccount", func(s *corev1.PodSpec) { s.ServiceAccountName = "default" }},
+		{"a sidecar that writes the work directory", func(s *corev1.PodSpec) {
+			s.Containers = append(s.Containers, corev1.Container{Name: "sidecar", Image: "registry.example/x:v1",
+				VolumeMounts: []corev1.VolumeMount{{Name: s.Containers[0].VolumeMounts[1].Name, MountPath: "/w"}}})
+		}},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			h := newHarness(t, jobs.KindCluster)
+			tc0 := h.cluster("web")
+			h.settle(tc0)
+			job := h.runningJob(jobs.KindCluster, "web")
+			forgedResult, err := jobs.EncodeRunnerResult(jobs.RunnerResult{Version: jobs.RunnerResultVersion, Op: jobs.OpApply,
+				Error: &jobs.RunnerError{Kind: jobs.ErrorKindStep, Step: "apply", Tail: "FORGED"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := job.Spec.Template.Spec.DeepCopy()
+			tc.mutate(spec)
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-zzzzz", Namespace: h.ns, Labels: map[string]string{batchv1.JobNameLabel: job.Name},
+					OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+				Spec: *spec,
+			}
+			if err := h.c.Create(h.ctx, pod); err != nil {
+				t.Fatal(err)
+			}
+			pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+				Name: jobspec.SourceContainer, Image: image, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: string(forgedResult)}},
+			}}}
+			if err := h.c.Status().Update(h.ctx, pod); err != nil {
+				t.Fatal(err)
+			}
+			now := metav1.NewTime(h.clock.Now())
+			job.Status.StartTime, job.Status.Failed = &now, 1
+			job.Status.Conditions = []batchv1.JobCondition{
+				{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+				{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+			}
+			if err := h.c.Status().Update(h.ctx, &job); err != nil {
+				t.Fatal(err)
+			}
+			h.settle(tc0)
+			h.get(tc0)
+			if tc0.Status.LastRun == nil || tc0.Status.LastRun.Job != job.Name {
+				t.Fatalf("the Job was not booked: %+v", tc0.Status.LastRun)
+			}
+			if e := tc0.Status.LastRun.Error; e != nil && strings.Contains(e.Summary, "FORGED") {
+				t.Fatalf("the result came from a pod that does not run the Job's template: %+v", e)
+			}
+		})
+	}
+}
+
 func TestMissingStateAfterASuccessfulApplyIsLost(t *testing.T) {
 	h := newHarness(t, jobs.KindCluster)
 	tc := h.provisioned(nil)

@@ -343,7 +343,8 @@ func Finish(ctx context.Context, c client.Client, job batchv1.Job, succeeded boo
 		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-abcde", Namespace: job.Namespace, Labels: map[string]string{batchv1.JobNameLabel: job.Name},
 			// As the Job controller creates it: the controller trusts only pods its Job owns.
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "source", Image: "registry.example/m:v1"}}},
+		// Its spec is its Job's template, as the Job controller makes it.
+		Spec: *job.Spec.Template.Spec.DeepCopy(),
 	}
 	if err := c.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err

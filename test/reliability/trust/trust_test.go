@@ -78,7 +78,11 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.r = workspace.New(workspace.Reconciler{Client: c, APIReader: c, Recorder: e.recorder, Clock: e.clock, Metrics: m, RunnerImage: "registry.example/captf/manager:test"}, infrav1.ClusterKind)
+	runKey, err := controller.NewRunKey(time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.r = workspace.New(workspace.Reconciler{Client: c, APIReader: c, Recorder: e.recorder, Clock: e.clock, Metrics: m, RunnerImage: "registry.example/captf/manager:test", RunKey: &runKey}, infrav1.ClusterKind)
 	e.obj = &infrav1.TerraformCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Labels: map[string]string{jobs.LabelClusterName: name}},
 		Spec: infrav1.TerraformClusterSpec{WorkspaceSpec: infrav1.WorkspaceSpec{
@@ -263,7 +267,13 @@ func TestWhatOthersWriteChangesNothing(t *testing.T) {
 			}
 		}},
 		{"a running Job with an attempt out of range still lets the status through", func(e *env) {
+			// Signed as the controller would, so it is a run: the status must still be written.
 			forged := e.forgedJob("forged-running", jobs.OpApply, 2147483647, e.ownerRef(e.obj.UID), nil, jobs.OutcomeRunning)
+			patch := client.MergeFrom(forged.DeepCopy())
+			metav1.SetMetaDataAnnotation(&forged.ObjectMeta, jobs.AnnotationSignature, e.r.RunKey.SignJob(&forged))
+			if err := e.c.Patch(e.ctx, &forged, patch); err != nil {
+				e.t.Fatal(err)
+			}
 			e.settle()
 			if a := e.current().Status.ActiveJob; a == nil || a.Name != forged.Name {
 				e.t.Fatalf("status.activeJob = %+v, want the running Job", a)
@@ -279,6 +289,111 @@ func TestWhatOthersWriteChangesNothing(t *testing.T) {
 			e.settle()
 			if next := e.running(); jobs.OpOf(&next) != jobs.OpApply || jobs.AttemptOf(&next) != 2 {
 				e.t.Fatalf("the next Job is %s, want the apply of attempt 2", next.Name)
+			}
+		}},
+		{"a forged failed apply that copies a run's controller reference and signature is not the object's", func(e *env) {
+			var real batchv1.Job
+			for _, j := range e.jobs() {
+				if workspace.OwnedBy(&j, e.obj) {
+					real = j
+				}
+			}
+			forged := e.forgedJob("forged-signed-apply", jobs.OpApply, 2, e.ownerRef(e.obj.UID),
+				map[string]string{jobs.AnnotationSignature: real.Annotations[jobs.AnnotationSignature]}, jobs.OutcomeFailed)
+			e.settle()
+			e.noNewRun()
+			var cur batchv1.Job
+			if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(&forged), &cur); err != nil {
+				e.t.Fatal(err)
+			}
+			if _, booked := cur.Annotations[jobs.AnnotationBookkept]; booked {
+				e.t.Fatal("the forged Job was booked")
+			}
+		}},
+		{"a succeeded apply whose inputs hash was rewritten is no run of the object", func(e *env) {
+			for _, j := range e.jobs() {
+				if workspace.OwnedBy(&j, e.obj) && jobs.OpOf(&j) == jobs.OpApply {
+					patch := client.MergeFrom(j.DeepCopy())
+					j.Annotations[jobs.AnnotationInputsHash] = "h1:rewritten"
+					if err := e.c.Patch(e.ctx, &j, patch); err != nil {
+						e.t.Fatal(err)
+					}
+				}
+			}
+			own, err := e.r.OwnJobs(e.ctx, e.c, e.obj)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			for _, j := range own {
+				if j.Annotations[jobs.AnnotationInputsHash] == "h1:rewritten" {
+					e.t.Fatalf("the rewritten Job %s counts as a run", j.Name)
+				}
+			}
+		}},
+		{"a forged pod that copies a real Job's controller reference does not speak for it", func(e *env) {
+			e.setVariables(`{"v":1}`)
+			e.settle()
+			job := e.running()
+			e.finish(job, false, jobs.RunnerResult{Error: &jobs.RunnerError{Kind: jobs.ErrorKindStep, Step: "apply", Tail: "real failure"}})
+			e.clock.SetTime(e.clock.Now().Add(time.Second))
+			forgedPod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-zzzzz", Namespace: e.ns, Labels: map[string]string{batchv1.JobNameLabel: job.Name},
+					OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "source", Image: "registry.example/x:v1"}}},
+			}
+			if err := e.c.Create(e.ctx, forgedPod); err != nil {
+				e.t.Fatal(err)
+			}
+			forgedPod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "source", Image: "registry.example/x:v1",
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: rel.Result(&job, jobs.RunnerResult{Error: &jobs.RunnerError{Kind: jobs.ErrorKindInterrupted}})}}}}}
+			if err := e.c.Status().Update(e.ctx, forgedPod); err != nil {
+				e.t.Fatal(err)
+			}
+			e.settle()
+			cur := e.current()
+			if cur.Status.LastRun == nil || cur.Status.LastRun.Job != job.Name || cur.Status.LastRun.Outcome != string(jobs.OutcomeFailed) {
+				e.t.Fatalf("lastRun = %+v, want the real failure", cur.Status.LastRun)
+			}
+			if e.recorder.ByJob[job.Name]["JobInterrupted"] != 0 {
+				e.t.Fatal("the forged pod's interruption was believed")
+			}
+		}},
+		{"durable inputs rewritten by someone else run nothing", func(e *env) {
+			var durable corev1.Secret
+			if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: jobs.InputsSecretName(jobs.KindCluster, name)}, &durable); err != nil {
+				e.t.Fatal(err)
+			}
+			durable.Annotations[jobs.AnnotationImage] = "registry.example/attacker:v1"
+			if err := e.c.Update(e.ctx, &durable); err != nil {
+				e.t.Fatal(err)
+			}
+			cur := e.current()
+			if err := e.c.Delete(e.ctx, cur); err != nil {
+				e.t.Fatal(err)
+			}
+			e.settle()
+			for _, j := range e.jobs() {
+				if jobs.OpOf(&j) == jobs.OpDestroy {
+					e.t.Fatalf("destroy Job %s started from rewritten durable inputs", j.Name)
+				}
+			}
+		}},
+		{"a Secret named in spec.jobs.env without opting in is not read into a run", func(e *env) {
+			if err := e.c.Create(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-password", Namespace: e.ns}, StringData: map[string]string{"p": "x"}}); err != nil {
+				e.t.Fatal(err)
+			}
+			cur := e.current()
+			cur.Spec.Jobs.Env = []corev1.EnvVar{{Name: "P", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "db-password"}, Key: "p"}}}}
+			cur.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(`{"v":9}`)}
+			if err := e.c.Update(e.ctx, cur); err != nil {
+				e.t.Fatal(err)
+			}
+			e.settle()
+			for _, j := range e.jobs() {
+				if workspace.OwnedBy(&j, e.obj) && !jobs.OutcomeOf(&j).Finished() {
+					e.t.Fatalf("Job %s started with a Secret that did not opt in", j.Name)
+				}
 			}
 		}},
 		{"a forged newer pod of a real Job does not speak for it", func(e *env) {
