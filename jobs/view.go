@@ -331,6 +331,9 @@ const (
 	PlanPhaseChanged PlanPhase = "Changed"
 	// PlanPhaseFailed: the plan Job failed, or succeeded without a readable plan.
 	PlanPhaseFailed PlanPhase = "Failed"
+	// PlanPhaseUnverified: the plan's Job does not pass PlanOwner.Verify: someone other than
+	// the controller changed what it says, so nothing it shows can be approved.
+	PlanPhaseUnverified PlanPhase = "Unverified"
 )
 
 // CurrentPlan is the object's status.plan: the plan waiting for approval.
@@ -362,6 +365,11 @@ type PlanOwner struct {
 	ApprovedBy string
 	// ApprovedAt is when the approval was written, when known.
 	ApprovedAt *metav1.Time
+	// Verify reports whether a plan's Job is as the controller last wrote it (its signature
+	// verifies); a plan whose Job fails it is Unverified. Whoever may patch Jobs can rewrite
+	// the hash, counts and resources a plan shows, and the hash an approval writes. nil
+	// verifies nothing, for callers that verify the Jobs elsewhere.
+	Verify func(*batchv1.Job) bool
 }
 
 // PlanView is everything the plans API computes about one plan.
@@ -430,6 +438,8 @@ func PlanSourceOf(job *batchv1.Job) (PlanSource, bool) {
 // Superseded when the current inputs hash differs, or a newer apply of other inputs or a newer
 // blocked apply exists; Approved when captf.io/approve-destructive-plan equals its inputs hash;
 // AwaitingApproval otherwise.
+//
+// Whatever the rules above give, a plan whose Job does not pass owner.Verify is Unverified.
 func ViewPlan(job batchv1.Job, retained []batchv1.Job, owner PlanOwner) (PlanView, bool) {
 	source, ok := PlanSourceOf(&job)
 	if !ok || (owner.UID != "" && !IsRunOf(&job, owner.UID)) {
@@ -471,6 +481,9 @@ func ViewPlan(job batchv1.Job, retained []batchv1.Job, owner PlanOwner) (PlanVie
 		if v.PlanHash != "" {
 			v.Phase = approvedPlanPhase(&job, v.PlanHash, retained, owner)
 		}
+	}
+	if owner.Verify != nil && !owner.Verify(&job) {
+		v.Phase = PlanPhaseUnverified
 	}
 	if approval != "" && approval == v.ApprovalHash {
 		v.ApprovedBy, v.ApprovedAt = owner.ApprovedBy, owner.ApprovedAt
@@ -598,9 +611,10 @@ type ApprovalDecision struct {
 // ViewPlan, and with owner.UID set a job that is not a run of the object is not found (see
 // WhyNotRunOf), since the approval is written on the object. A plan may be approved while it is
 // AwaitingApproval or already Approved (the request is then idempotent) and the quoted hash
-// equals its ApprovalHash. An allowed approval writes captf.io/approve-plan=<plan hash>, or for
-// a blocked apply captf.io/approve-destructive-plan=<inputs hash>, plus captf.io/approved-by
-// and captf.io/approved-at.
+// equals its ApprovalHash; an Unverified plan never is (409, whatever hash it quotes). An
+// allowed approval writes captf.io/approve-plan=<plan hash>, or for a blocked apply
+// captf.io/approve-destructive-plan=<inputs hash>, plus captf.io/approved-by and
+// captf.io/approved-at.
 func PlanApprovalCheck(job *batchv1.Job, retained []batchv1.Job, owner PlanOwner, planHash, user string, now time.Time) ApprovalDecision {
 	if job == nil {
 		return ApprovalDecision{Verdict: ApprovalNotFound, Message: "plan not found"}
@@ -628,6 +642,9 @@ func PlanApprovalCheck(job *batchv1.Job, retained []batchv1.Job, owner PlanOwner
 		return conflict("changed when it was applied; approve the new plan of %s", target)
 	case PlanPhaseFailed:
 		return conflict("failed and cannot be approved")
+	case PlanPhaseUnverified:
+		return conflict("cannot be approved: the signature of Job %s does not verify, so someone other than the controller changed it; "+
+			"make a new plan (kubectl captf replan %s) and review that one", job.Name, v.Target.Name)
 	default:
 		return conflict("is not the current plan of %s", target)
 	}

@@ -206,6 +206,13 @@ func blockedApply(n int32, hash string) batchv1.Job {
 		withSummary(Summary{Outcome: OutcomeBlocked, Plan: &PlanSummary{Destroy: 1, Resources: []ResourceChange{{Address: "a.b", Actions: []string{"delete"}}}}}))
 }
 
+// verifying is owner with a Verify that passes only the Job named verified: what a Job whose
+// signature verifies stands for here.
+func verifying(owner PlanOwner, verified string) PlanOwner {
+	owner.Verify = func(job *batchv1.Job) bool { return job.Name == verified }
+	return owner
+}
+
 func applyOf(n int32, st state, key, value string) batchv1.Job {
 	return mkJob(OpApply, n, st, annotate(key, value))
 }
@@ -416,6 +423,52 @@ func TestViewPlan(t *testing.T) {
 		{name: "a succeeded apply carries no plan", job: mkJob(OpApply, 1, succeeded), wantNoPln: true},
 		{name: "a failed apply carries no plan", job: mkJob(OpApply, 1, failed), wantNoPln: true},
 		{name: "a drift check carries no plan", job: mkJob(OpDrift, 1, succeeded), wantNoPln: true},
+		{
+			name: "a plan awaiting approval whose Job does not verify is Unverified",
+			job:  planJob(1, succeeded), owner: verifying(currentPlan(), "nothing"), want: PlanPhaseUnverified,
+		},
+		{
+			name: "an approved plan whose Job does not verify is Unverified",
+			job:  planJob(1, succeeded), owner: verifying(with(currentPlan(), func(o *PlanOwner) { o.ApprovePlan = planHash }), "nothing"),
+			want: PlanPhaseUnverified,
+		},
+		{
+			name: "an applied plan whose Job does not verify is Unverified",
+			job:  planJob(1, succeeded), retained: jobs(applyOf(5, succeeded, AnnotationApprovedPlan, planHash)),
+			owner: verifying(currentPlan(), "apply-a5"), want: PlanPhaseUnverified,
+		},
+		{
+			name: "a failed plan whose Job does not verify is Unverified",
+			job:  planJob(1, failed), owner: verifying(currentPlan(), "nothing"), want: PlanPhaseUnverified,
+		},
+		{
+			name: "a blocked apply whose Job does not verify is Unverified",
+			job:  blockedApply(1, inputsHash), owner: verifying(PlanOwner{CurrentInputsHash: inputsHash}, "nothing"), want: PlanPhaseUnverified,
+		},
+		{
+			name: "a plan-changed apply whose Job does not verify is Unverified",
+			job: mkJob(OpApply, 5, planChanged, annotate(AnnotationApprovedPlan, planHash),
+				withSummary(Summary{Outcome: OutcomePlanChanged, Plan: &PlanSummary{Hash: "p3:new", Add: 1}})),
+			owner: verifying(PlanOwner{Plan: &CurrentPlan{PlanHash: "p3:new", Job: "apply-a5"}}, "nothing"), want: PlanPhaseUnverified,
+		},
+		{
+			name: "a plan whose Job verifies keeps its phase",
+			job:  planJob(1, succeeded), owner: verifying(currentPlan(), "plan-a1"), want: PlanPhaseAwaitingApproval,
+		},
+		{
+			name: "only the plan's own Job is verified, not the other Jobs of the object",
+			job:  planJob(1, succeeded), retained: jobs(applyOf(5, succeeded, AnnotationApprovedPlan, planHash)),
+			owner: verifying(currentPlan(), "plan-a1"), want: PlanPhaseApplied,
+		},
+		{
+			name: "an unverified plan still shows what its Job says, to be read, not approved",
+			job:  planJob(1, succeeded), owner: verifying(currentPlan(), "nothing"), want: PlanPhaseUnverified,
+			check: func(t *testing.T, v PlanView) {
+				if v.PlanHash != planHash || v.ApprovalHash != planHash || v.Destroy != 2 || len(v.Resources) != 3 {
+					t.Errorf("view %+v", v)
+				}
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -487,6 +540,26 @@ func TestPlanApprovalCheck(t *testing.T) {
 		{
 			name: "a blocked apply without an inputs hash has nothing to approve", job: ptrTo(mkJob(OpApply, 1, blocked)),
 			hash: "", want: ApprovalConflict, wantMsg: "no hash",
+		},
+		{
+			name: "a plan whose Job does not verify is a conflict that says so and asks for a new plan",
+			job:  &plan, owner: verifying(currentPlan(), "nothing"), hash: planHash, want: ApprovalConflict,
+			wantMsg: "cannot be approved: the signature of Job plan-a1 does not verify, so someone other than the controller changed it; make a new plan (kubectl captf replan web)",
+		},
+		{
+			name: "a plan already approved whose Job does not verify is a conflict",
+			job:  &plan, owner: verifying(func() PlanOwner { o := currentPlan(); o.ApprovePlan = planHash; return o }(), "nothing"), hash: planHash,
+			want: ApprovalConflict, wantMsg: "does not verify",
+		},
+		{
+			name: "a blocked apply whose Job does not verify is a conflict",
+			job:  &blockedJob, owner: verifying(PlanOwner{CurrentInputsHash: inputsHash}, "nothing"), hash: inputsHash,
+			want: ApprovalConflict, wantMsg: "does not verify",
+		},
+		{
+			name: "a plan whose Job verifies is approved",
+			job:  &plan, owner: verifying(currentPlan(), "plan-a1"), hash: planHash, want: ApprovalAllowed,
+			wantAnn: map[string]string{AnnotationApprovePlan: planHash, AnnotationApprovedBy: "alice", AnnotationApprovedAt: approvedAt},
 		},
 	}
 	for _, tt := range tests {

@@ -530,10 +530,10 @@ func schema_captf_apis_runs_v1alpha1_PlanStatus(ref common.ReferenceCallback) co
 				Properties: map[string]spec.Schema{
 					"phase": {
 						SchemaProps: spec.SchemaProps{
-							Description: "phase is Planning, AwaitingApproval, Approved, Applied, Superseded, Changed or Failed. Only a plan that is AwaitingApproval or Approved can be approved.\n\nPossible enum values:\n - `\"Applied\"` : an apply of the plan succeeded.\n - `\"Approved\"` : the object's approval names the plan and no apply of it succeeded yet.\n - `\"AwaitingApproval\"` : the plan is the object's current one and not approved.\n - `\"Changed\"` : the approved apply found a different plan, which replaced this one.\n - `\"Failed\"` : the plan Job failed, or succeeded without a readable plan.\n - `\"Planning\"` : the plan Job runs, or its result is not recorded yet.\n - `\"Superseded\"` : the plan is not the object's current one any more.",
+							Description: "phase is Planning, AwaitingApproval, Approved, Applied, Superseded, Changed, Failed or Unverified. Only a plan that is AwaitingApproval or Approved can be approved.\n\nPossible enum values:\n - `\"Applied\"` : an apply of the plan succeeded.\n - `\"Approved\"` : the object's approval names the plan and no apply of it succeeded yet.\n - `\"AwaitingApproval\"` : the plan is the object's current one and not approved.\n - `\"Changed\"` : the approved apply found a different plan, which replaced this one.\n - `\"Failed\"` : the plan Job failed, or succeeded without a readable plan.\n - `\"Planning\"` : the plan Job runs, or its result is not recorded yet.\n - `\"Superseded\"` : the plan is not the object's current one any more.\n - `\"Unverified\"` : the signature of the plan's Job does not verify under the install's run key, or the key is not known yet: someone other than the controller may have changed what the plan shows, so it cannot be approved.",
 							Type:        []string{"string"},
 							Format:      "",
-							Enum:        []interface{}{"Applied", "Approved", "AwaitingApproval", "Changed", "Failed", "Planning", "Superseded"},
+							Enum:        []interface{}{"Applied", "Approved", "AwaitingApproval", "Changed", "Failed", "Planning", "Superseded", "Unverified"},
 						},
 					},
 					"planHash": {

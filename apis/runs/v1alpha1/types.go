@@ -283,6 +283,10 @@ const (
 	PlanPhaseChanged PlanPhase = "Changed"
 	// PlanPhaseFailed: the plan Job failed, or succeeded without a readable plan.
 	PlanPhaseFailed PlanPhase = "Failed"
+	// PlanPhaseUnverified: the signature of the plan's Job does not verify under the install's
+	// run key, or the key is not known yet: someone other than the controller may have changed
+	// what the plan shows, so it cannot be approved.
+	PlanPhaseUnverified PlanPhase = "Unverified"
 )
 
 // Plan is a Terraform/OpenTofu plan waiting for, or past, a person's approval: one per retained
@@ -321,8 +325,8 @@ type PlanSpec struct {
 
 // PlanStatus is a plan's content and phase.
 type PlanStatus struct {
-	// phase is Planning, AwaitingApproval, Approved, Applied, Superseded, Changed or Failed.
-	// Only a plan that is AwaitingApproval or Approved can be approved.
+	// phase is Planning, AwaitingApproval, Approved, Applied, Superseded, Changed, Failed or
+	// Unverified. Only a plan that is AwaitingApproval or Approved can be approved.
 	// +optional
 	Phase PlanPhase `json:"phase,omitempty"`
 	// planHash is the plan's keyed p3: hash, when the run reported one.
