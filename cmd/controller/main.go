@@ -49,6 +49,7 @@ func main() {
 		requirePolicy bool
 		namespace     string
 		allowedImages string
+		metricsSvc    string
 		zapOpts       = zap.Options{}
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
@@ -63,6 +64,7 @@ func main() {
 	flag.StringVar(&webhookCerts, "webhook-cert-dir", "", "Directory holding the webhooks' serving certificate, tls.crt and tls.key.")
 	flag.StringVar(&webhookSecret, "webhook-cert-secret", "", "Keep the webhooks' serving certificate in this Secret of the pod's namespace instead of --webhook-cert-dir: created on first start, renewed with a third of its life left, its CA written into the webhook configuration.")
 	flag.StringVar(&webhookSvc, "webhook-service", "captf-webhook-service", "The Service the API server calls the webhooks through; the self-managed certificate is for <service>.<namespace>.svc.")
+	flag.StringVar(&metricsSvc, "metrics-service", "captf-controller-metrics", "The Service metrics are scraped through; the self-managed certificate (--webhook-cert-secret) also names <service>.<namespace>.svc and serves metrics when --metrics-cert-dir is empty.")
 	flag.StringVar(&webhookConfig, "webhook-configuration", "captf-validating-webhook-configuration", "The ValidatingWebhookConfiguration whose caBundle gets the self-managed certificate's CA.")
 	flag.DurationVar(&certValidity, "webhook-cert-validity", 365*24*time.Hour, "Lifetime of the self-managed webhook certificate; its CA lives ten times as long.")
 	flag.BoolVar(&requirePolicy, "require-approval-policy", true, "Act on an approval annotation only while the ValidatingAdmissionPolicyBinding "+workspace.ApprovalPolicyName+" keeps approvals to the runs API server; false acts on them as the annotations hold them, with an ApprovalUnguarded event, though anyone who may edit the object could have written them.")
@@ -99,7 +101,6 @@ func main() {
 	}
 	opts := ctrl.Options{
 		Scheme:                  controller.NewScheme(),
-		Metrics:                 metrics,
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "controller-leader-election-captf",
@@ -108,7 +109,7 @@ func main() {
 	if webhookPort != 0 {
 		server := webhook.Options{Port: webhookPort, CertDir: webhookCerts}
 		if webhookSecret != "" {
-			certs, err := webhookCertManager(restConfig, webhookSecret, webhookSvc, webhookConfig, certValidity)
+			certs, err := webhookCertManager(restConfig, webhookSecret, webhookSvc, metricsSvc, webhookConfig, certValidity)
 			if err != nil {
 				log.Error(err, "unable to keep the webhooks' serving certificate")
 				os.Exit(1)
@@ -118,10 +119,17 @@ func main() {
 				log.Error(err, "unable to keep the webhooks' serving certificate")
 				os.Exit(1)
 			}
-			server.TLSOpts = append(server.TLSOpts, func(c *tls.Config) { c.GetCertificate = certs.GetCertificate })
+			useCerts := func(c *tls.Config) { c.GetCertificate = certs.GetCertificate }
+			server.TLSOpts = append(server.TLSOpts, useCerts)
+			if metricsCerts == "" {
+				// The same certificate names the metrics Service, so a scrape can verify it
+				// against the Secret's ca.crt.
+				metrics.TLSOpts = append(metrics.TLSOpts, useCerts)
+			}
 		}
 		opts.WebhookServer = webhook.NewServer(server)
 	}
+	opts.Metrics = metrics
 	mgr, err := ctrl.NewManager(restConfig, controller.ManagerOptions(opts))
 	if err != nil {
 		log.Error(err, "unable to create the manager")
@@ -185,7 +193,7 @@ func controllerNamespace() string {
 
 // webhookCertManager keeps the webhooks' certificate in the Secret name of the pod's namespace,
 // for the Service service, its CA in the ValidatingWebhookConfiguration configuration.
-func webhookCertManager(restConfig *rest.Config, name, service, configuration string, validity time.Duration) (*servingcert.Manager, error) {
+func webhookCertManager(restConfig *rest.Config, name, service, metricsService, configuration string, validity time.Duration) (*servingcert.Manager, error) {
 	namespace, err := servingcert.PodNamespace()
 	if err != nil {
 		return nil, err
@@ -200,7 +208,7 @@ func webhookCertManager(restConfig *rest.Config, name, service, configuration st
 	}
 	return servingcert.NewManager(servingcert.Config{
 		Namespace: namespace, SecretName: name,
-		DNSNames:           servingcert.DNSNames(service, namespace),
+		DNSNames:           append(servingcert.DNSNames(service, namespace), servingcert.DNSNames(metricsService, namespace)...),
 		Validity:           validity,
 		ValidatingWebhooks: []string{configuration},
 		ManagedBy:          "captf-controller",

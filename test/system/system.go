@@ -9,6 +9,7 @@ package system
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,7 @@ import (
 
 	"github.com/captf/captf/hack/images/build"
 	"github.com/captf/captf/hack/manifest"
+	"github.com/captf/captf/registry/servingcert"
 	"github.com/captf/captf/test/nodeagent"
 	"github.com/captf/captf/test/testenv"
 )
@@ -69,6 +71,13 @@ type Options struct {
 	// (startDeployments). Otherwise they run as local processes with the same flags.
 	Deployments bool
 }
+
+// ControllerWebhookSecret keeps the controller's certificate in the self-managed install, and
+// ControllerMetricsService is the Service its metrics are scraped through.
+const (
+	ControllerWebhookSecret  = "captf-webhook-server-cert"
+	ControllerMetricsService = "captf-controller-metrics"
+)
 
 // Overlay is the install the system runs: the API server and the controller keep their own
 // serving certificates.
@@ -514,8 +523,11 @@ func (s *System) ControllerMetrics(ctx context.Context) (string, error) {
 }
 
 // GetControllerMetrics gets the controller's metrics with a bearer token (none when empty) and
-// returns the status code and body. The metrics' certificate is self-signed, so it is not
-// verified: what is tested is who may read.
+// returns the status code and body. Run as the install's Deployments, the controller serves them
+// with the certificate it keeps in captf-webhook-server-cert, verified here as a Prometheus
+// scrape verifies it: against that Secret's ca.crt, with the metrics Service's name. Run as a
+// process with certificates from files, it signs its metrics certificate itself, which is not
+// verified: what is tested there is who may read.
 func (s *System) GetControllerMetrics(ctx context.Context, token string) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.ControllerMetricsURL, nil)
 	if err != nil {
@@ -524,7 +536,21 @@ func (s *System) GetControllerMetrics(ctx context.Context, token string) (int, s
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	httpClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the metrics' certificate is self-signed
+	tlsConfig := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // a process run's metrics certificate is self-signed
+	if s.deployments {
+		kube, err := kubernetes.NewForConfig(s.Env.Config)
+		if err != nil {
+			return 0, "", err
+		}
+		secret, err := kube.CoreV1().Secrets(Namespace).Get(ctx, ControllerWebhookSecret, metav1.GetOptions{})
+		if err != nil {
+			return 0, "", fmt.Errorf("reading the controller's certificate Secret: %w", err)
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(secret.Data[servingcert.CABundleKey])
+		tlsConfig = &tls.Config{RootCAs: roots, ServerName: ControllerMetricsService + "." + Namespace + ".svc", MinVersion: tls.VersionTLS12}
+	}
+	httpClient := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		return 0, "", err
