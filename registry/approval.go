@@ -148,7 +148,9 @@ func (a *ApprovalREST) approve(ctx context.Context, namespace, name, planHash, u
 		retained = g.jobs
 	}
 	planOwner := PlanOwnerOf(owner.Annotations, owner.plan)
-	planOwner.UID = owner.UID
+	// What the approval binds (the plan hash, or a blocked apply's inputs hash) is read from the
+	// Job: only a Job as the controller signed it may be approved.
+	planOwner.UID, planOwner.Verify = owner.UID, a.src.verifier()
 	now := a.src.now().UTC().Truncate(time.Second)
 	d := jobs.PlanApprovalCheck(&job, retained, planOwner, planHash, userName, now)
 	switch d.Verdict {

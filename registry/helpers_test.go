@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -29,6 +30,36 @@ var (
 	inputsHash = "h1:" + strings.Repeat("12", 32)
 )
 
+// testRunKey is the run key of the tests' install, made a day before t0: the Jobs of the tests,
+// all made after it, verify only when signed.
+var testRunKey = func() jobs.RunKey {
+	key, err := jobs.RunKeyOf(bytes.Repeat([]byte{7}, jobs.RunKeySize), t0.Add(-24*time.Hour))
+	if err != nil {
+		panic(err)
+	}
+	return key
+}()
+
+// sign signs job as the controller does when it creates or books it: the digest of its result,
+// if it has one, then the signature of its facts under testRunKey.
+func sign(job *batchv1.Job) {
+	if job.Annotations == nil {
+		job.Annotations = map[string]string{}
+	}
+	if result, ok := job.Annotations[jobs.AnnotationResult]; ok {
+		job.Annotations[jobs.AnnotationResultDigest] = jobs.ResultDigest(result)
+	}
+	job.Annotations[jobs.AnnotationSignature] = testRunKey.SignJob(job)
+}
+
+// resign signs job again when it carries a signature: what the controller signed it re-signs
+// after each of its writes; what it did not sign stays unsigned.
+func resign(job *batchv1.Job) {
+	if _, signed := job.Annotations[jobs.AnnotationSignature]; signed {
+		sign(job)
+	}
+}
+
 // rvCounter hands out increasing resourceVersions.
 var rvCounter = 100
 
@@ -41,7 +72,8 @@ func nextRV() string {
 type jobOpt func(*batchv1.Job)
 
 // newJob returns a Job the controller would create for TerraformCluster owner in namespace
-// ns, created attempt minutes after t0-1h.
+// ns, created attempt minutes after t0-1h, signed as the controller signs it once opts are
+// applied.
 func newJob(ns, owner string, op jobs.Op, attempt int32, opts ...jobOpt) *batchv1.Job {
 	name, err := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: owner, Op: op, Attempt: attempt, InputsHash: inputsHash})
 	if err != nil {
@@ -68,6 +100,7 @@ func newJob(ns, owner string, op jobs.Op, attempt int32, opts ...jobOpt) *batchv
 	for _, o := range opts {
 		o(job)
 	}
+	sign(job)
 	return job
 }
 
@@ -125,8 +158,26 @@ func cluster(ns, name string, failedLimit *int32, plan *infrav1.PlanPreview, ann
 }
 
 // newTestSource returns a synced Source over stores filled with objs (Jobs and captf objects),
-// read at t0.
+// read at t0, that knows testRunKey.
 func newTestSource(t testing.TB, objs ...runtime.Object) *Source {
+	t.Helper()
+	s := newUnsyncedTestSource(t, objs...)
+	s.setRunKey(testRunKey)
+	s.markSynced()
+	return s
+}
+
+// newKeylessTestSource is newTestSource before the run key is known.
+func newKeylessTestSource(t testing.TB, objs ...runtime.Object) *Source {
+	t.Helper()
+	s := newUnsyncedTestSource(t, objs...)
+	s.markSynced()
+	return s
+}
+
+// newUnsyncedTestSource returns a Source over stores filled with objs, read at t0, not yet
+// marked synced.
+func newUnsyncedTestSource(t testing.TB, objs ...runtime.Object) *Source {
 	t.Helper()
 	jobStore := newJobStore()
 	owners := map[jobs.Kind]cache.Indexer{}
@@ -139,7 +190,6 @@ func newTestSource(t testing.TB, objs ...runtime.Object) *Source {
 			t.Fatal(err)
 		}
 	}
-	s.markSynced()
 	return s
 }
 
@@ -177,6 +227,7 @@ func (s *Source) testUpdateJob(t testing.TB, job *batchv1.Job) {
 		t.Fatalf("no Job %s to update", job.Name)
 	}
 	job.ResourceVersion = nextRV() // a new version, which the feed publishes
+	resign(job)
 	if err := (&jobFeed{src: s}).Update(job); err != nil {
 		t.Fatal(err)
 	}

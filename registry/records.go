@@ -20,9 +20,15 @@ import (
 	"github.com/captf/captf/jobs"
 )
 
-// jobAnnotations are the Job annotations the run model reads (see jobs.ViewAnnotations); the
-// server keeps only these, since the others are never shown.
+// jobAnnotations are the Job annotations the run model reads (see jobs.ViewAnnotations). The
+// server keeps these and the other captf.io/ ones (see keptAnnotations), since the others are
+// never shown nor signed.
 var jobAnnotations = jobs.ViewAnnotations()
+
+// signedPrefix starts every label and annotation key the controller's signature of a Job covers
+// (jobs.RunKey.SignJob): a record keeps them all, so that whether a plan's Job verifies can be
+// told from its record.
+const signedPrefix = "captf.io/"
 
 // ownerAnnotations are the annotations of an owning object that the plan phase and the
 // approval read (see jobs.ApprovalsOf).
@@ -43,6 +49,10 @@ const (
 	// maxLabels bounds the labels kept per Job; the controller sets six (jobs.Labels), and other
 	// tools a few more.
 	maxLabels = 32
+	// maxSignedAnnotations bounds the captf.io/ annotations kept per Job; the controller writes
+	// about a dozen. A Job with more is not as the controller wrote it, and its record keeps the
+	// views' annotations only, with an empty signature, which never verifies.
+	maxSignedAnnotations = 32
 	// maxLabelKeyBytes and maxLabelValueBytes are the API server's own limits on a label: a
 	// 253-byte DNS prefix, a slash and a 63-byte name; a 63-byte value.
 	maxLabelKeyBytes   = 253 + 1 + jobs.MaxLabelValueLength
@@ -79,7 +89,7 @@ type jobRecord struct {
 	target unique.Handle[jobTarget]
 	// own holds the values of perJobLabels; ownSet has bit i set when the Job has label i.
 	own [len(perJobLabels)]string
-	// annotations are those of jobAnnotations the Job has.
+	// annotations are the Job's captf.io/ annotations (see keptAnnotations), sorted by key.
 	annotations []annotation
 	// Times in Unix nanoseconds; 0 when unset.
 	created, deleted, started, completed int64
@@ -416,9 +426,10 @@ func ownerKeyOf(namespace string, kind jobs.Kind, name string) string {
 }
 
 // recordOfJob reduces a Job to a jobRecord: name, namespace, UID, resourceVersion, creation
-// and deletion time, labels, the controller owner reference, the annotations the run model
-// reads, start and completion time, and the true Complete or Failed condition without its
-// message. Text past the bounds above is left out, or kept empty where its presence counts.
+// and deletion time, labels, the controller owner reference, the captf.io/ annotations (those
+// the run model reads and those the signature covers), start and completion time, and the true
+// Complete or Failed condition without its message. Text past the bounds above is left out, or
+// kept empty where its presence counts.
 func recordOfJob(job *batchv1.Job) *jobRecord {
 	r := &jobRecord{
 		name:            job.Name,
@@ -435,20 +446,7 @@ func recordOfJob(job *batchv1.Job) *jobRecord {
 			r.own[i], r.ownSet = intern(v), r.ownSet|1<<i
 		}
 	}
-	kept := 0
-	for _, k := range jobAnnotations {
-		if _, ok := job.Annotations[k]; ok {
-			kept++
-		}
-	}
-	if kept > 0 {
-		r.annotations = make([]annotation, 0, kept) // no spare capacity: records are many
-		for _, k := range jobAnnotations {
-			if v, ok := job.Annotations[k]; ok {
-				r.annotations = append(r.annotations, annotation{key: k, value: boundedAnnotation(k, v)})
-			}
-		}
-	}
+	r.annotations = keptAnnotations(job.Annotations)
 	controller := metav1.GetControllerOfNoCopy(job)
 	ref := boundedRef(controller)
 	t := jobs.TargetOf(job)
@@ -481,6 +479,49 @@ func recordOfJob(job *batchv1.Job) *jobRecord {
 		r.finish = finishCondition{reason: intern(reason), at: unixNanos(c.LastTransitionTime)}
 	}
 	return r
+}
+
+// keptAnnotations are the annotations of a Job its record keeps, sorted by key: those the views
+// read (jobAnnotations) and every other captf.io/ one, up to maxSignedAnnotations, for the
+// signature check. A Job with more keeps the views' and an empty signature.
+func keptAnnotations(in map[string]string) []annotation {
+	signed := 0
+	for k := range in {
+		if strings.HasPrefix(k, signedPrefix) {
+			signed++
+		}
+	}
+	if signed == 0 {
+		return nil
+	}
+	var out []annotation
+	if signed > maxSignedAnnotations {
+		out = make([]annotation, 0, len(jobAnnotations)+1)
+		for _, k := range jobAnnotations {
+			if v, ok := in[k]; ok {
+				out = append(out, annotation{key: k, value: boundedAnnotation(k, v)})
+			}
+		}
+		out = append(out, annotation{key: jobs.AnnotationSignature})
+	} else {
+		out = make([]annotation, 0, signed) // no spare capacity: records are many
+		for k, v := range in {
+			if strings.HasPrefix(k, signedPrefix) {
+				out = append(out, annotation{key: intern(k), value: signedValue(k, v)})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b annotation) int { return strings.Compare(a.key, b.key) })
+	return out
+}
+
+// signedValue is boundedAnnotation, but a signature, which no other Job shares, is kept as it is
+// rather than interned.
+func signedValue(k, v string) string {
+	if k == jobs.AnnotationSignature && len(v) <= maxAnnotationBytes {
+		return v
+	}
+	return boundedAnnotation(k, v)
 }
 
 // boundedAnnotation is the value a record keeps of the kept annotation key: v itself within

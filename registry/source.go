@@ -60,6 +60,9 @@ type Source struct {
 	// catchUpWait is how long a paged list waits for a resourceVersion the Source has not
 	// reached; tests shorten it.
 	catchUpWait time.Duration
+	// runKey is the install's run key once known (see LoadRunKey); nil until then, when no
+	// plan verifies. It is set once, under publishMu.
+	runKey atomic.Pointer[jobs.RunKey]
 }
 
 // newSource returns a Source over the given stores.
@@ -144,6 +147,8 @@ func (s *Source) ownerOf(r *jobRecord) *ownerRecord {
 type group struct {
 	jobs  []batchv1.Job
 	owner *ownerRecord
+	// verify tells whether a plan's Job is as the controller signed it; see Source.verifier.
+	verify func(*batchv1.Job) bool
 }
 
 // groupsOf builds the groups of records, all of one owner key, as the object the store knows
@@ -161,8 +166,9 @@ func (s *Source) groupsOf(records []*jobRecord) []group {
 func (s *Source) groupsWith(records []*jobRecord, owner *ownerRecord, memo *jobMemo) []group {
 	split := objectRuns(records, owner)
 	out := make([]group, len(split))
+	verify := s.verifier()
 	for i, rs := range split {
-		out[i] = group{jobs: make([]batchv1.Job, len(rs)), owner: owner}
+		out[i] = group{jobs: make([]batchv1.Job, len(rs)), owner: owner, verify: verify}
 		for k, r := range rs {
 			out[i].jobs[k] = r.jobWith(memo)
 		}
@@ -189,13 +195,13 @@ func (g group) limits() jobs.Limits {
 	return g.owner.limits
 }
 
-// planOwner is what the plan phase needs from the object.
+// planOwner is what the plan phase needs from the object, and the check of the plans' Jobs.
 func (g group) planOwner() jobs.PlanOwner {
 	if g.owner == nil {
-		return jobs.PlanOwner{}
+		return jobs.PlanOwner{Verify: g.verify}
 	}
 	owner := PlanOwnerOf(g.owner.Annotations, g.owner.plan)
-	owner.UID = g.owner.UID
+	owner.UID, owner.Verify = g.owner.UID, g.verify
 	return owner
 }
 

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,16 +28,24 @@ var unreadJobAnnotations = map[string]string{
 	"unrelated.example.com/x":             "y",
 }
 
-func TestRecord_KeepsExactlyTheAnnotationsTheViewsRead(t *testing.T) {
+// TestRecord_KeepsTheAnnotationsTheViewsReadAndTheSignatureCovers: a record keeps the
+// annotations of jobs.ViewAnnotations and every other captf.io/ one, which the controller's
+// signature covers, and no other.
+func TestRecord_KeepsTheAnnotationsTheViewsReadAndTheSignatureCovers(t *testing.T) {
 	job := newJob("ns", "web", jobs.OpApply, 1, succeeded(t0))
-	want := map[string]string{}
+	want := maps.Clone(job.Annotations) // the inputs hash and the signature
 	for i, key := range jobs.ViewAnnotations() {
 		want[key] = "value-" + strconv.Itoa(i)
+	}
+	for k, v := range unreadJobAnnotations {
+		if strings.HasPrefix(k, "captf.io/") {
+			want[k] = v
+		}
 	}
 	maps.Copy(job.Annotations, want)
 	maps.Copy(job.Annotations, unreadJobAnnotations)
 	if got := recordOfJob(job).job().Annotations; !maps.Equal(got, want) {
-		t.Errorf("the record keeps other annotations than jobs.ViewAnnotations:\n%s", diff.Diff(want, got))
+		t.Errorf("the record keeps other annotations than the views' and the signed ones:\n%s", diff.Diff(want, got))
 	}
 }
 
