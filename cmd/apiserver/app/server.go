@@ -62,6 +62,9 @@ type Options struct {
 	// ServingCert, when its Secret is named, has the server keep its own serving certificate
 	// instead of reading --tls-cert-file.
 	ServingCert ServingCertOptions
+	// RunKeySecret names the Secret of the server's namespace that holds the controller's run
+	// key, against which plans are verified.
+	RunKeySecret string
 }
 
 // ServingCertOptions configure the self-managed serving certificate: kept in a Secret, renewed
@@ -119,12 +122,36 @@ func NewOptions() *Options {
 	// again would only add the flowcontrol objects to this server's RBAC.
 	o.Recommended.Features.EnablePriorityAndFairness = false
 	o.ServingCert = ServingCertOptions{Service: "captf-apiserver", APIService: v1alpha1.SchemeGroupVersion.Version + "." + v1alpha1.SchemeGroupVersion.Group, Validity: 365 * 24 * time.Hour}
+	o.RunKeySecret = registry.RunKeySecret
 	return o
+}
+
+// AddFlags adds the server's flags: the generic ones, the self-managed certificate's and the
+// run key's.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.Recommended.AddFlags(fs)
+	o.ServingCert.AddFlags(fs)
+	fs.StringVar(&o.RunKeySecret, "run-key-secret", o.RunKeySecret, "The Secret of the server's namespace (--serving-cert-namespace, else $POD_NAMESPACE, else the pod's namespace) that holds the controller's run key (data key \"key\"). Plans are verified against the controller's signatures with it; until it exists every plan is Unverified and none can be approved.")
 }
 
 // Validate checks the options.
 func (o *Options) Validate() error {
-	return utilerrors.NewAggregate(append(o.Recommended.Validate(), o.ServingCert.Validate(o.Recommended.SecureServing)...))
+	errs := append(o.Recommended.Validate(), o.ServingCert.Validate(o.Recommended.SecureServing)...)
+	if o.RunKeySecret == "" {
+		errs = append(errs, errors.New("--run-key-secret is empty: without the run key no plan can be verified or approved"))
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// runKeyNamespace is the namespace of the run key Secret: the server's own, found as the
+// self-managed certificate's is, since the install runs the controller, which keeps the key, in
+// the same namespace.
+func (o *Options) runKeyNamespace() (string, error) {
+	namespace, err := o.ServingCert.namespace()
+	if err != nil {
+		return "", fmt.Errorf("the namespace of the run key Secret %s: %w", o.RunKeySecret, err)
+	}
+	return namespace, nil
 }
 
 // Config is the configuration of a server.
@@ -133,6 +160,8 @@ type Config struct {
 	Generic *genericapiserver.RecommendedConfig
 	// ServingCert keeps the serving certificate when it is self-managed; nil otherwise.
 	ServingCert *servingcert.Manager
+	// RunKeyNamespace and RunKeySecret locate the controller's run key.
+	RunKeyNamespace, RunKeySecret string
 }
 
 // Config builds the server configuration from the options.
@@ -159,7 +188,11 @@ func (o *Options) Config() (*Config, error) {
 	if generic.ClientConfig == nil {
 		return nil, errors.New("no client configuration for the cluster: set --kubeconfig or run in a cluster")
 	}
-	config := &Config{Generic: generic}
+	namespace, err := o.runKeyNamespace()
+	if err != nil {
+		return nil, err
+	}
+	config := &Config{Generic: generic, RunKeyNamespace: namespace, RunKeySecret: o.RunKeySecret}
 	if selfManaged {
 		m, err := o.ServingCert.manager(generic.ClientConfig)
 		if err != nil {
@@ -213,14 +246,18 @@ func (o *ServingCertOptions) manager(clientConfig *restclient.Config) (*servingc
 
 // CompletedConfig is a Config whose defaults are filled in; only it can build a server.
 type CompletedConfig struct {
-	generic      genericapiserver.CompletedConfig
-	clientConfig *restclient.Config
-	servingCert  *servingcert.Manager
+	generic                       genericapiserver.CompletedConfig
+	clientConfig                  *restclient.Config
+	servingCert                   *servingcert.Manager
+	runKeyNamespace, runKeySecret string
 }
 
 // Complete fills in the defaults of the configuration.
 func (c *Config) Complete() CompletedConfig {
-	return CompletedConfig{generic: c.Generic.Complete(), clientConfig: c.Generic.ClientConfig, servingCert: c.ServingCert}
+	return CompletedConfig{
+		generic: c.Generic.Complete(), clientConfig: c.Generic.ClientConfig, servingCert: c.ServingCert,
+		runKeyNamespace: c.RunKeyNamespace, runKeySecret: c.RunKeySecret,
+	}
 }
 
 // Server is the captf aggregated API server.
@@ -235,7 +272,8 @@ type Server struct {
 
 // New builds the server: the Source over a watch of the managed Jobs and informers of the
 // objects they run for, the runs.captf.io group (runs, plans, plans/approval), a post-start
-// hook that starts them, and a readyz check that passes once they have synced.
+// hook that starts them and looks for the run key, and a readyz check that passes once they
+// have synced (the run key is not waited for: plans are Unverified until it is known).
 func (c CompletedConfig) New() (*Server, error) {
 	generic, err := c.generic.New("captf-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
@@ -258,12 +296,14 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err := generic.InstallAPIGroup(&info); err != nil {
 		return nil, fmt.Errorf("installing runs.captf.io: %w", err)
 	}
+	runKeys := registry.NewSecretRunKeys(kube.CoreV1(), c.runKeyNamespace, c.runKeySecret)
 	if err := generic.AddPostStartHook("start-captf-informers", func(ctx genericapiserver.PostStartHookContext) error {
 		go func() {
 			if err := src.Run(ctx); err != nil {
 				klog.FromContext(ctx).Error(err, "The Job and object caches did not sync")
 			}
 		}()
+		go src.LoadRunKey(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("secret", klog.KRef(c.runKeyNamespace, c.runKeySecret))), runKeys, registry.RunKeyPollInterval)
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("adding the informer hook: %w", err)
@@ -316,8 +356,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		},
 	}
 	flags := cmd.Flags()
-	o.Recommended.AddFlags(flags)
-	o.ServingCert.AddFlags(flags)
+	o.AddFlags(flags)
 	globalflag.AddGlobalFlags(flags, cmd.Name())
 	return cmd
 }

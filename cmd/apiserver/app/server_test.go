@@ -85,3 +85,49 @@ func TestKubeconfigFromEnvironment(t *testing.T) {
 		t.Errorf("--authorization-kubeconfig = %q, want the flag's", got)
 	}
 }
+
+// The run key's Secret: each rule a row.
+func TestRunKeySecret(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		args          []string
+		podNamespace  string
+		wantSecret    string
+		wantNamespace string
+		wantErr       bool
+		// wantNoNamespace: the Secret's namespace cannot be told, so the server does not start.
+		wantNoNamespace bool
+	}{
+		{name: "the controller's Secret by default, in the pod's namespace", podNamespace: "captf-system", wantSecret: "captf-run-key", wantNamespace: "captf-system"},
+		{name: "the flag names another Secret", args: []string{"--run-key-secret=other"}, podNamespace: "captf-system", wantSecret: "other", wantNamespace: "captf-system"},
+		{name: "the serving certificate's namespace is the server's", args: []string{"--serving-cert-namespace=ops"}, podNamespace: "captf-system", wantSecret: "captf-run-key", wantNamespace: "ops"},
+		{name: "an empty name is invalid", args: []string{"--run-key-secret="}, podNamespace: "captf-system", wantErr: true},
+		{name: "outside a pod, without a namespace, the server does not start", wantNoNamespace: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("POD_NAMESPACE", tc.podNamespace)
+			o := NewOptions()
+			flags := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			o.AddFlags(flags)
+			if err := flags.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Validate(); (err != nil) != tc.wantErr {
+				t.Fatalf("Validate = %v, want an error: %v", err, tc.wantErr)
+			}
+			if tc.wantErr {
+				return
+			}
+			namespace, err := o.runKeyNamespace()
+			if (err != nil) != tc.wantNoNamespace {
+				t.Fatalf("the namespace: %q, %v", namespace, err)
+			}
+			if tc.wantNoNamespace {
+				return
+			}
+			if o.RunKeySecret != tc.wantSecret || namespace != tc.wantNamespace {
+				t.Errorf("run key Secret %s/%s, want %s/%s", namespace, o.RunKeySecret, tc.wantNamespace, tc.wantSecret)
+			}
+		})
+	}
+}
