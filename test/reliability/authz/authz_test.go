@@ -215,6 +215,13 @@ func TestLeastPrivilege(t *testing.T) {
 		{apiserver, "get", "", "configmaps", "", "kube-system", "extension-apiserver-authentication", true},
 		{apiserver, "get", "", "secrets", "", ns, "", false},
 		{apiserver, "list", "", "secrets", "", "", "", false},
+		// The controller's run key, by name in the install's namespace: get only, no other Secret.
+		{apiserver, "get", "", "secrets", "", "captf-system", "captf-run-key", true},
+		{apiserver, "get", "", "secrets", "", "captf-system", "captf-webhook-server-cert", false},
+		{apiserver, "list", "", "secrets", "", "captf-system", "", false},
+		{apiserver, "watch", "", "secrets", "", "captf-system", "", false},
+		{apiserver, "update", "", "secrets", "", "captf-system", "captf-run-key", false},
+		{apiserver, "get", "", "secrets", "", ns, "captf-run-key", false},
 		{apiserver, "create", "batch", "jobs", "", ns, "", false},
 		{apiserver, "delete", "batch", "jobs", "", ns, "", false},
 		{apiserver, "patch", "batch", "jobs", "", ns, "", false},
