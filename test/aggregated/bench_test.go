@@ -84,8 +84,9 @@ func setUpBench(b *testing.B) string {
 						if a%3 == 0 {
 							state, s = jobFailed, jobs.Summary{Error: &jobs.ErrorSummary{Kind: jobs.ErrorKindStep, Step: "apply", Summary: "quota exceeded"}}
 						}
-						// Two requests a Job: the result annotations go in with the create, and
-						// the status is written from the created object.
+						// Three requests a Job: the result annotations go in with the create, the
+						// signature (with the result's digest) once the Job has its UID, as the
+						// controller signs it, and the status is written from the signed object.
 						job := c.createJob(b, web, op, a, resultAnnotations(b, s))
 						c.writeStatus(b, job, state, time.Now().Add(-time.Duration(10-a)*time.Minute))
 					}

@@ -105,7 +105,8 @@ func (c clients) createCluster(t testing.TB, ns, name string, plan *infrav1.Plan
 }
 
 // createJob creates the Job the controller would create for a run of owner, with its labels,
-// annotations and controller owner reference. No kubelet runs here, so tests write its status.
+// annotations and controller owner reference, and signs it once it has its UID, as the
+// controller does. No kubelet runs here, so tests write its status.
 func (c clients) createJob(t testing.TB, owner *infrav1.TerraformCluster, op jobs.Op, attempt int32, annotations map[string]string) *batchv1.Job {
 	t.Helper()
 	name, err := jobs.JobName(jobs.NameInputs{Kind: jobs.KindCluster, Name: owner.Name, Op: op, Attempt: attempt, InputsHash: inputsHash})
@@ -141,7 +142,21 @@ func (c clients) createJob(t testing.TB, owner *infrav1.TerraformCluster, op job
 	if err != nil {
 		t.Fatal(err)
 	}
-	return created
+	sign(created)
+	signed, err := c.kube.BatchV1().Jobs(owner.Namespace).Update(t.Context(), created, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("signing Job %s: %v", created.Name, err)
+	}
+	return signed
+}
+
+// sign signs job as the controller does when it creates or books it: the digest of its result,
+// if it has one, then the signature of its facts, UID included, under runKey.
+func sign(job *batchv1.Job) {
+	if result, ok := job.Annotations[jobs.AnnotationResult]; ok {
+		job.Annotations[jobs.AnnotationResultDigest] = jobs.ResultDigest(result)
+	}
+	job.Annotations[jobs.AnnotationSignature] = runKey.SignJob(job)
 }
 
 // jobState is a state the tests put a Job in, as the Job controller and bookkeeping would.
@@ -155,7 +170,8 @@ const (
 )
 
 // setJob writes the Job's status (started a minute before at, finished at at) and the
-// annotations bookkeeping adds.
+// annotations bookkeeping adds, signing the Job again with them when the controller signed it
+// (a Job it did not make stays unsigned).
 func (c clients) setJob(t testing.TB, job *batchv1.Job, state jobState, at time.Time, annotations map[string]string) *batchv1.Job {
 	t.Helper()
 	ctx := t.Context()
@@ -166,6 +182,9 @@ func (c clients) setJob(t testing.TB, job *batchv1.Job, state jobState, at time.
 		}
 		for k, v := range annotations {
 			cur.Annotations[k] = v
+		}
+		if _, signed := cur.Annotations[jobs.AnnotationSignature]; signed {
+			sign(cur)
 		}
 		if job, err = c.kube.BatchV1().Jobs(job.Namespace).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
@@ -219,7 +238,7 @@ func resultAnnotations(t testing.TB, s jobs.Summary, marks ...string) map[string
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{jobs.AnnotationResult: v, jobs.AnnotationBookkept: "true"}
+	out := map[string]string{jobs.AnnotationResult: v, jobs.AnnotationResultDigest: jobs.ResultDigest(v), jobs.AnnotationBookkept: "true"}
 	for _, m := range marks {
 		out[m] = "true"
 	}

@@ -2,7 +2,9 @@
 // real kube-apiserver and the real kubectl: the server binary, built from this tree, runs as a
 // process on a loopback port with its own serving certificate, under a ServiceAccount bound by the RBAC of
 // artifacts/apiserver, with the approval policy of artifacts/policy in force, and is registered by an ExternalName Service and the APIService of
-// artifacts/apiserver with its CA as caBundle.
+// artifacts/apiserver with its CA as caBundle. The run key Secret is made in the server's
+// namespace as the controller makes it, and the tests sign the Jobs they make with it, as the
+// controller does.
 package aggregated
 
 import (
@@ -17,8 +19,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/captf/captf/controller"
+	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/test/testenv"
 )
 
@@ -38,6 +45,8 @@ var (
 	serverCA   string
 	env        *testenv.Env
 	skipReason string
+	// runKey is the install's run key, which the controller would sign its Jobs with.
+	runKey jobs.RunKey
 )
 
 func TestMain(m *testing.M) {
@@ -102,6 +111,10 @@ func startAggregatedServer(ctx context.Context, e *testenv.Env) (stop func(), er
 			return nil, fmt.Errorf("applying %s: %w\n%s", f, err, out)
 		}
 	}
+	// The run key, made by the controller's own code where the controller keeps it.
+	if runKey, err = makeRunKey(ctx, e); err != nil {
+		return nil, err
+	}
 	kubeconfig, err := e.ServiceAccountKubeconfig(ctx, serverNamespace, serverName)
 	if err != nil {
 		return nil, err
@@ -138,6 +151,8 @@ func startAggregatedServer(ctx context.Context, e *testenv.Env) (stop func(), er
 		"--authentication-kubeconfig="+kubeconfig,
 		"--authorization-kubeconfig="+kubeconfig,
 	)
+	// The install gives the server its namespace, where it reads the run key, this way.
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+serverNamespace)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
@@ -188,4 +203,22 @@ func startAggregatedServer(ctx context.Context, e *testenv.Env) (stop func(), er
 		return fail(err)
 	}
 	return func() { stopKCM(); stopServer() }, nil
+}
+
+// makeRunKey makes the Secret captf-run-key in the server's namespace as the controller makes it
+// on its first start, and returns its key.
+func makeRunKey(ctx context.Context, e *testenv.Env) (jobs.RunKey, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return jobs.RunKey{}, err
+	}
+	c, err := client.New(e.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return jobs.RunKey{}, err
+	}
+	key, err := controller.LoadRunKey(ctx, c, c, serverNamespace)
+	if err != nil {
+		return jobs.RunKey{}, fmt.Errorf("making the run key: %w", err)
+	}
+	return key, nil
 }
