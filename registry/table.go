@@ -35,7 +35,7 @@ var planColumns = []metav1.TableColumnDefinition{
 	{Name: "Name", Type: "string", Format: "name", Description: "Name of the plan, the name of its Job."},
 	{Name: "Target", Type: "string", Description: "The object the plan would change, as kind/name."},
 	{Name: "Source", Type: "string", Description: "Plan, ChangedApply or BlockedApply."},
-	{Name: "Phase", Type: "string", Description: "Planning, AwaitingApproval, Approved, Applied, Superseded, Changed or Failed."},
+	{Name: "Phase", Type: "string", Description: "Planning, AwaitingApproval, Approved, Applied, Superseded, Changed, Failed or Unverified."},
 	{Name: "Add", Type: "integer", Description: "Resources the plan creates."},
 	{Name: "Change", Type: "integer", Description: "Resources the plan updates in place."},
 	{Name: "Destroy", Type: "integer", Description: "Resources the plan deletes or replaces."},
