@@ -168,10 +168,13 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 			return s, err
 		}
 	} else {
-		if err := s.startAPIServer(ctx); err != nil {
+		// The controller first: it makes the run key on its first start, which the API server
+		// then finds at once rather than at its next look, so that no plan of a test shows
+		// Unverified for want of it.
+		if err := s.startController(ctx); err != nil {
 			return s, err
 		}
-		if err := s.startController(ctx); err != nil {
+		if err := s.startAPIServer(ctx); err != nil {
 			return s, err
 		}
 	}
@@ -486,8 +489,10 @@ func (s *System) startController(ctx context.Context) error {
 			return err
 		}
 	}
+	// The controller's namespace is the install's, as the Deployment's POD_NAMESPACE makes it:
+	// there it keeps the run key, which the API server reads from its own.
 	if err := s.run("controller", filepath.Join(s.BinDir, "controller"),
-		"--kubeconfig="+kubeconfig, "--runner-image="+RunnerImage,
+		"--kubeconfig="+kubeconfig, "--runner-image="+RunnerImage, "--controller-namespace="+Namespace,
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort), "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(probePort),
 		"--webhook-port="+strconv.Itoa(s.webhookPort), "--webhook-cert-dir="+s.webhookCertDir,
 	); err != nil {
