@@ -130,14 +130,21 @@ func withVerify(groups []group, verify func(*batchv1.Job) bool) []group {
 	return out
 }
 
-// verifier is the check of a plan's Job: with the run key known, the Job must be as the
-// controller last wrote it (its signature verifies, or, unsigned, it predates the key) and its
-// result must be the one its signed digest names. Without the key, no Job passes.
-func (s *Source) verifier() func(*batchv1.Job) bool { return verifierOf(s.runKey.Load()) }
+// verifier is the check of a plan's Job (PlanVerifier) under the run key, and while the key is
+// not known one that no Job passes.
+func (s *Source) verifier() func(*batchv1.Job) bool {
+	if key := s.runKey.Load(); key != nil {
+		return PlanVerifier(*key)
+	}
+	return verifyNothing
+}
 
-// verifierOf is the check of a plan's Job under key; nil is no key.
-func verifierOf(key *jobs.RunKey) func(*batchv1.Job) bool {
-	if key == nil || !key.Valid() {
+// PlanVerifier is the check of a plan's Job under the run key (jobs.PlanOwner.Verify): the Job
+// must be as the controller last wrote it (its signature verifies, or, unsigned, it predates the
+// key) and its result must be the one its signed digest names. Under a key that holds none, no
+// Job passes.
+func PlanVerifier(key jobs.RunKey) func(*batchv1.Job) bool {
+	if !key.Valid() {
 		return verifyNothing
 	}
 	return func(job *batchv1.Job) bool { return key.Trusted(job) && jobs.ResultIntact(job) }

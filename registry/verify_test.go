@@ -289,7 +289,7 @@ func TestSecretRunKeys(t *testing.T) {
 // the Job, whatever captf.io/ annotations the controller wrote; a Job with more of them than a
 // record keeps never verifies.
 func TestRecord_VerifiesAsTheJob(t *testing.T) {
-	verify := verifierOf(&testRunKey)
+	verify := PlanVerifier(testRunKey)
 	many := func(n int) func(*batchv1.Job) {
 		return func(j *batchv1.Job) {
 			for i := range n {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -73,15 +74,33 @@ func FuzzPlanApprovalBody(f *testing.F) {
 	})
 }
 
-// FuzzApprovalCheck decides approvals of a succeeded plan Job under arbitrary captf.io
-// annotations on the owner and an arbitrary quoted hash. It never panics, and it allows only an
-// approval that quotes the plan's own hash, writing exactly that hash.
+// FuzzApprovalCheck decides approvals of a succeeded plan Job, signed as the controller signs
+// it and then given one arbitrary annotation (tamperKey=tamperValue, none when the key is
+// empty), under arbitrary captf.io annotations on the owner and an arbitrary quoted hash, with
+// the runs API server's check of the Job. It never panics; it allows only an approval that
+// quotes the plan's own hash, writing exactly that hash; and never one of a Job whose captf.io/
+// annotations someone else changed.
 func FuzzApprovalCheck(f *testing.F) {
-	f.Add("p3:abc", "", "", "", "2026-11-30T15:00:00Z", "p3:abc", "alice")
-	f.Add("p3:abc", "garbage", "h1:zz", "bob", "yesterday", "p3:abd", "alice")
-	f.Add("", "p3:abc", "", "", "", "p3:abc", "")
-	f.Add("p3:abc", "p3:abc", "", "mallory", "0000", "h1:abc", "x")
-	f.Fuzz(func(t *testing.T, planHash, approvePlan, approveDestructive, approvedBy, approvedAt, quoted, user string) {
+	hidden, err := jobs.EncodeSummary(jobs.Summary{Outcome: jobs.OutcomeSucceeded, Plan: &jobs.PlanSummary{Hash: "p3:abc", Change: 1}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add("p3:abc", "", "", "", "2026-11-30T15:00:00Z", "p3:abc", "alice", "", "")
+	f.Add("p3:abc", "garbage", "h1:zz", "bob", "yesterday", "p3:abd", "alice", "", "")
+	f.Add("", "p3:abc", "", "", "", "p3:abc", "", "", "")
+	f.Add("p3:abc", "p3:abc", "", "mallory", "0000", "h1:abc", "x", "", "")
+	// Someone who may patch Jobs rewrites the plan's result to hide a delete, its digest, or its
+	// signature; or adds a note of another domain, which the signature does not cover.
+	f.Add("p3:abc", "", "", "", "", "p3:abc", "alice", jobs.AnnotationResult, hidden)
+	f.Add("p3:abc", "", "", "", "", "p3:abc", "alice", jobs.AnnotationResultDigest, jobs.ResultDigest(hidden))
+	f.Add("p3:abc", "", "", "", "", "p3:abc", "alice", jobs.AnnotationSignature, "s1:forged")
+	f.Add("p3:abc", "", "", "", "", "p3:abc", "alice", "example.com/note", "reviewed")
+	key, err := jobs.RunKeyOf([]byte(strings.Repeat("k", jobs.RunKeySize)), time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		f.Fatal(err)
+	}
+	verify := registry.PlanVerifier(key)
+	f.Fuzz(func(t *testing.T, planHash, approvePlan, approveDestructive, approvedBy, approvedAt, quoted, user, tamperKey, tamperValue string) {
 		now := time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)
 		summary := jobs.Summary{Outcome: jobs.OutcomeSucceeded, FinishedAt: &metav1.Time{Time: now}}
 		if planHash != "" {
@@ -92,10 +111,22 @@ func FuzzApprovalCheck(f *testing.F) {
 			return
 		}
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{
-			Name: "captf-c-x-plan-a1-abcdef", Namespace: "ns", CreationTimestamp: metav1.NewTime(now.Add(-time.Minute)),
+			Name: "captf-c-x-plan-a1-abcdef", Namespace: "ns", UID: "uid-1", CreationTimestamp: metav1.NewTime(now.Add(-time.Minute)),
 			Labels:      map[string]string{jobs.LabelOp: string(jobs.OpPlan), jobs.LabelAttempt: "1"},
-			Annotations: map[string]string{jobs.AnnotationBookkept: "true", jobs.AnnotationResult: encoded},
+			Annotations: map[string]string{jobs.AnnotationBookkept: "true", jobs.AnnotationResult: encoded, jobs.AnnotationResultDigest: jobs.ResultDigest(encoded)},
 		}}
+		// Finished, so that the plan awaits approval unless something else says otherwise.
+		finished := metav1.NewTime(now.Add(-30 * time.Second))
+		job.Status = batchv1.JobStatus{StartTime: &job.CreationTimestamp, CompletionTime: &finished, Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: finished},
+		}}
+		job.Annotations[jobs.AnnotationSignature] = key.SignJob(job)
+		tampered := false
+		if tamperKey != "" {
+			old, had := job.Annotations[tamperKey]
+			tampered = strings.HasPrefix(tamperKey, "captf.io/") && (!had || old != tamperValue)
+			job.Annotations[tamperKey] = tamperValue
+		}
 		annotations := map[string]string{
 			jobs.AnnotationApprovePlan: approvePlan, jobs.AnnotationApproveDestructivePlan: approveDestructive,
 			jobs.AnnotationApprovedBy: approvedBy, jobs.AnnotationApprovedAt: approvedAt,
@@ -105,7 +136,11 @@ func FuzzApprovalCheck(f *testing.F) {
 			current = &jobs.CurrentPlan{PlanHash: planHash, Job: job.Name}
 		}
 		owner := registry.PlanOwnerOf(annotations, current)
+		owner.Verify = verify
 		d := jobs.PlanApprovalCheck(job, []batchv1.Job{*job}, owner, quoted, user, now)
+		if d.Verdict == jobs.ApprovalAllowed && tampered {
+			t.Fatalf("allowed the approval of a plan whose %s was rewritten to %q", tamperKey, tamperValue)
+		}
 		if d.Verdict == jobs.ApprovalAllowed {
 			for k, v := range d.Annotations {
 				if k == jobs.AnnotationApprovePlan && v != quoted {
