@@ -2,7 +2,8 @@
 // (artifacts/policy) and the RBAC of artifacts/ to a real kube-apiserver, and writes approval
 // annotations as each identity would: an editor, a cluster admin, and the ServiceAccounts of the
 // runs API server and of the controller (by impersonation). Each row is one rule of who may add,
-// change or remove an approval.
+// change or remove an approval, or change what one binds: a plan Job, which no policy guards,
+// as its own signature does.
 package approvals
 
 import (
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -23,12 +25,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/registry"
 	"github.com/captf/captf/test/reliability/rel"
 	"github.com/captf/captf/test/testenv"
 )
@@ -251,6 +255,9 @@ func TestApprovalsAreWrittenOnlyByTheRunsAPIServer(t *testing.T) {
 		patch  client.Patch
 		// field is the path the denial names; "" when the request is allowed.
 		field string
+		// prepare finishes object once the admin has created it; then checks what an allowed
+		// request left.
+		prepare, then func(t *testing.T, obj client.Object)
 	}{
 		{rule: "an editor may not write captf.io/approve-plan",
 			as: editor, object: func(n string) client.Object { return cluster(n, nil) },
@@ -319,6 +326,14 @@ func TestApprovalsAreWrittenOnlyByTheRunsAPIServer(t *testing.T) {
 		{rule: "an editor may change a template's other annotations",
 			as: editor, object: func(n string) client.Object { return clusterTemplate(n, nil) },
 			patch: templateAnnotationsPatch(map[string]string{"team": "web"})},
+		{rule: "an editor may rewrite a plan Job's result, which no policy guards: the plan no longer verifies and is not approved",
+			as: editor, object: planJob, prepare: func(t *testing.T, obj client.Object) { finishAndSign(t, admin, obj) },
+			patch: annotationsPatch(map[string]string{jobs.AnnotationResult: hiddenDelete(t)}),
+			then:  func(t *testing.T, obj client.Object) { wantApproval(t, admin, obj, jobs.ApprovalConflict) }},
+		{rule: "a plan Job given an annotation of another domain still verifies and is approved",
+			as: editor, object: planJob, prepare: func(t *testing.T, obj client.Object) { finishAndSign(t, admin, obj) },
+			patch: annotationsPatch(map[string]string{"team": "web"}),
+			then:  func(t *testing.T, obj client.Object) { wantApproval(t, admin, obj, jobs.ApprovalAllowed) }},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			obj := tc.object(fmt.Sprintf("row-%d", i))
@@ -329,6 +344,9 @@ func TestApprovalsAreWrittenOnlyByTheRunsAPIServer(t *testing.T) {
 			} else {
 				if err := admin.Create(ctx, obj); err != nil {
 					t.Fatal(err)
+				}
+				if tc.prepare != nil {
+					tc.prepare(t, obj)
 				}
 				if tc.approved {
 					if err := as(apiserver).Patch(ctx, obj, annotationsPatch(approvalOf(planHash))); err != nil {
@@ -341,6 +359,9 @@ func TestApprovalsAreWrittenOnlyByTheRunsAPIServer(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v, want it allowed", tc.as.user, err)
 				}
+				if tc.then != nil {
+					tc.then(t, obj)
+				}
 				return
 			}
 			if why := denied(err); why != nil {
@@ -352,5 +373,83 @@ func TestApprovalsAreWrittenOnlyByTheRunsAPIServer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// runKey is the run key the rows' plan Jobs are signed with, as the controller signs its Jobs.
+var runKey = func() jobs.RunKey {
+	key, err := jobs.RunKeyOf([]byte(strings.Repeat("k", jobs.RunKeySize)), time.Time{})
+	if err != nil {
+		panic(err)
+	}
+	return key
+}()
+
+// planJob is a plan Job of a TerraformCluster web that planned a replacement, which deletes;
+// finishAndSign completes it.
+func planJob(name string) client.Object {
+	summary, err := jobs.EncodeSummary(jobs.Summary{Outcome: jobs.OutcomeSucceeded, Plan: &jobs.PlanSummary{
+		Hash: planHash, Add: 1, Destroy: 1, Destructive: true,
+		Resources: []jobs.ResourceChange{{Address: "terraform_data.net", Actions: []string{"delete", "create"}}},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: ns, Labels: jobs.Labels(jobs.KindCluster, "web", "", jobs.OpPlan, 1),
+			Annotations: map[string]string{jobs.AnnotationInputsHash: inputs, jobs.AnnotationResult: summary, jobs.AnnotationBookkept: "true"},
+		},
+		Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "runner", Image: image}},
+		}}},
+	}
+}
+
+// hiddenDelete is the result of planJob as someone who may patch Jobs rewrites it: the same
+// hash, which the approval binds, with the replacement shown as an update.
+func hiddenDelete(t *testing.T) string {
+	v, err := jobs.EncodeSummary(jobs.Summary{Outcome: jobs.OutcomeSucceeded, Plan: &jobs.PlanSummary{
+		Hash: planHash, Change: 1, Resources: []jobs.ResourceChange{{Address: "terraform_data.net", Actions: []string{"update"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// finishAndSign writes the plan Job's status as the Job controller would, then the result's
+// digest and the signature, as the controller's bookkeeping does.
+func finishAndSign(t *testing.T, admin client.Client, obj client.Object) {
+	t.Helper()
+	job := obj.(*batchv1.Job)
+	now := metav1.Now()
+	job.Status = batchv1.JobStatus{StartTime: &now, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastTransitionTime: now},
+	}}
+	if err := admin.Status().Update(t.Context(), job); err != nil {
+		t.Fatal(err)
+	}
+	job.Annotations[jobs.AnnotationResultDigest] = jobs.ResultDigest(job.Annotations[jobs.AnnotationResult])
+	job.Annotations[jobs.AnnotationSignature] = runKey.SignJob(job)
+	if err := admin.Update(t.Context(), job); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantApproval reads the plan Job back from the API server and decides an approval of its hash
+// as the runs API server does, with its check of the Job.
+func wantApproval(t *testing.T, admin client.Client, obj client.Object, want jobs.ApprovalVerdict) {
+	t.Helper()
+	var job batchv1.Job
+	if err := admin.Get(t.Context(), client.ObjectKeyFromObject(obj), &job); err != nil {
+		t.Fatal(err)
+	}
+	owner := registry.PlanOwnerOf(nil, &jobs.CurrentPlan{InputsHash: inputs, PlanHash: planHash, Job: job.Name})
+	owner.Verify = registry.PlanVerifier(runKey)
+	d := jobs.PlanApprovalCheck(&job, []batchv1.Job{job}, owner, planHash, "alice", time.Now())
+	if d.Verdict != want {
+		t.Errorf("approval of the plan as stored: %s (%s), want %s", d.Verdict, d.Message, want)
 	}
 }
