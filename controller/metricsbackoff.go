@@ -13,6 +13,7 @@ import (
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // runsReader appends to buf the cached Jobs labelled as runs of the named object, for reads
@@ -23,7 +24,7 @@ type runsReader func(buf []batchv1.Job, namespace string, kind jobs.Kind, name s
 // backoff window, from the objects in the manager's cache and their runs in the Job cache, for
 // the captf_backoff_windows_open gauge; key tells the runs from forgeries as the reconcilers do.
 // It returns nil when either cache cannot tell.
-func backoffWindowsOpen(objects client.Reader, runs runsReader, key *jobs.RunKey, clk clock.PassiveClock) func() map[[2]string]int {
+func backoffWindowsOpen(objects client.Reader, runs runsReader, key *runkey.Key, clk clock.PassiveClock) func() map[[2]string]int {
 	return func() map[[2]string]int {
 		now := clk.Now()
 		open := map[[2]string]int{}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // RunKeySecret is the Secret of the controller's namespace that holds the run key (key "key"),
@@ -25,20 +26,20 @@ const runKeyData = "key"
 // LoadRunKey reads the run key from RunKeySecret in namespace, creating it on first use. The
 // key's Since is the Secret's creation time: Jobs and durable inputs made before it, unsigned,
 // come from a controller that did not sign yet.
-func LoadRunKey(ctx context.Context, reader client.Reader, writer client.Writer, namespace string) (jobs.RunKey, error) {
+func LoadRunKey(ctx context.Context, reader client.Reader, writer client.Writer, namespace string) (runkey.Key, error) {
 	key := client.ObjectKey{Namespace: namespace, Name: RunKeySecret}
 	for range 2 {
 		var secret corev1.Secret
 		err := reader.Get(ctx, key, &secret)
 		switch {
 		case err == nil:
-			return jobs.RunKeyOf(secret.Data[runKeyData], secret.CreationTimestamp.Time)
+			return runkey.Of(secret.Data[runKeyData], secret.CreationTimestamp.Time)
 		case !apierrors.IsNotFound(err):
-			return jobs.RunKey{}, fmt.Errorf("reading the run key Secret %s: %w", key, err)
+			return runkey.Key{}, fmt.Errorf("reading the run key Secret %s: %w", key, err)
 		}
 		fresh, err := NewRunKey(time.Time{})
 		if err != nil {
-			return jobs.RunKey{}, err
+			return runkey.Key{}, err
 		}
 		secret = corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: RunKeySecret, Namespace: namespace, Labels: map[string]string{jobs.LabelManaged: jobs.ManagedValue}},
@@ -47,20 +48,20 @@ func LoadRunKey(ctx context.Context, reader client.Reader, writer client.Writer,
 		}
 		switch err := writer.Create(ctx, &secret); {
 		case err == nil:
-			return jobs.RunKeyOf(secret.Data[runKeyData], secret.CreationTimestamp.Time)
+			return runkey.Of(secret.Data[runKeyData], secret.CreationTimestamp.Time)
 		case !apierrors.IsAlreadyExists(err):
-			return jobs.RunKey{}, fmt.Errorf("creating the run key Secret %s: %w", key, err)
+			return runkey.Key{}, fmt.Errorf("creating the run key Secret %s: %w", key, err)
 		}
 		// Another replica created it first: read theirs.
 	}
-	return jobs.RunKey{}, fmt.Errorf("the run key Secret %s was created and then could not be read", key)
+	return runkey.Key{}, fmt.Errorf("the run key Secret %s was created and then could not be read", key)
 }
 
 // NewRunKey returns a new random run key, made at since.
-func NewRunKey(since time.Time) (jobs.RunKey, error) {
-	b := make([]byte, jobs.RunKeySize)
+func NewRunKey(since time.Time) (runkey.Key, error) {
+	b := make([]byte, runkey.Size)
 	if _, err := rand.Read(b); err != nil {
-		return jobs.RunKey{}, fmt.Errorf("making a run key: %w", err)
+		return runkey.Key{}, fmt.Errorf("making a run key: %w", err)
 	}
-	return jobs.RunKeyOf(b, since)
+	return runkey.Of(b, since)
 }

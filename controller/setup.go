@@ -34,6 +34,7 @@ import (
 	"github.com/captf/captf/controller/recorder"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // Options configure the reconcilers.
@@ -61,7 +62,7 @@ type Options struct {
 	// RunKey signs the controller's Jobs and durable inputs; nil: Setup reads it from
 	// RunKeySecret in Namespace, creating it on first use, or, without a Namespace, makes one
 	// that lives as long as the process.
-	RunKey *jobs.RunKey
+	RunKey *runkey.Key
 }
 
 // NewScheme returns a scheme with the kinds the controller reads and writes.
@@ -207,11 +208,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 }
 
 // setupRunKey returns the run key of opts, read or made as Options.RunKey says.
-func setupRunKey(mgr ctrl.Manager, opts Options) (*jobs.RunKey, error) {
+func setupRunKey(mgr ctrl.Manager, opts Options) (*runkey.Key, error) {
 	if opts.RunKey != nil {
 		return opts.RunKey, nil
 	}
-	var key jobs.RunKey
+	var key runkey.Key
 	var err error
 	if opts.Namespace == "" {
 		mgr.GetLogger().Info("no controller namespace: the run key lives as long as this process, and a restart stops trusting the Jobs it signed")

@@ -18,6 +18,7 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // t0 is the reading time of the tests; Jobs are made relative to it.
@@ -32,8 +33,8 @@ var (
 
 // testRunKey is the run key of the tests' install, made a day before t0: the Jobs of the tests,
 // all made after it, verify only when signed.
-var testRunKey = func() jobs.RunKey {
-	key, err := jobs.RunKeyOf(bytes.Repeat([]byte{7}, jobs.RunKeySize), t0.Add(-24*time.Hour))
+var testRunKey = func() runkey.Key {
+	key, err := runkey.Of(bytes.Repeat([]byte{7}, runkey.Size), t0.Add(-24*time.Hour))
 	if err != nil {
 		panic(err)
 	}
@@ -47,15 +48,15 @@ func sign(job *batchv1.Job) {
 		job.Annotations = map[string]string{}
 	}
 	if result, ok := job.Annotations[jobs.AnnotationResult]; ok {
-		job.Annotations[jobs.AnnotationResultDigest] = jobs.ResultDigest(result)
+		job.Annotations[runkey.AnnotationResultDigest] = runkey.ResultDigest(result)
 	}
-	job.Annotations[jobs.AnnotationSignature] = testRunKey.SignJob(job)
+	job.Annotations[runkey.AnnotationSignature] = testRunKey.SignJob(job)
 }
 
 // resign signs job again when it carries a signature: what the controller signed it re-signs
 // after each of its writes; what it did not sign stays unsigned.
 func resign(job *batchv1.Job) {
-	if _, signed := job.Annotations[jobs.AnnotationSignature]; signed {
+	if _, signed := job.Annotations[runkey.AnnotationSignature]; signed {
 		sign(job)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // jobAnnotations are the Job annotations the run model reads (see jobs.ViewAnnotations). The
@@ -26,7 +27,7 @@ import (
 var jobAnnotations = jobs.ViewAnnotations()
 
 // signedPrefix starts every label and annotation key the controller's signature of a Job covers
-// (jobs.RunKey.SignJob): a record keeps them all, so that whether a plan's Job verifies can be
+// (runkey.Key.SignJob): a record keeps them all, so that whether a plan's Job verifies can be
 // told from its record.
 const signedPrefix = "captf.io/"
 
@@ -502,7 +503,7 @@ func keptAnnotations(in map[string]string) []annotation {
 				out = append(out, annotation{key: k, value: boundedAnnotation(k, v)})
 			}
 		}
-		out = append(out, annotation{key: jobs.AnnotationSignature})
+		out = append(out, annotation{key: runkey.AnnotationSignature})
 	} else {
 		out = make([]annotation, 0, signed) // no spare capacity: records are many
 		for k, v := range in {
@@ -518,7 +519,7 @@ func keptAnnotations(in map[string]string) []annotation {
 // signedValue is boundedAnnotation, but a signature, which no other Job shares, is kept as it is
 // rather than interned.
 func signedValue(k, v string) string {
-	if k == jobs.AnnotationSignature && len(v) <= maxAnnotationBytes {
+	if k == runkey.AnnotationSignature && len(v) <= maxAnnotationBytes {
 		return v
 	}
 	return boundedAnnotation(k, v)

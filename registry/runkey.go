@@ -12,7 +12,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // RunKeySecret is the default name of the Secret that holds the install's run key: the one the
@@ -29,7 +29,7 @@ const RunKeyPollInterval = 10 * time.Second
 // reads a Secret (NewSecretRunKeys); tests give their own.
 type RunKeys interface {
 	// RunKey returns the run key; found is false while there is none yet.
-	RunKey(ctx context.Context) (key jobs.RunKey, found bool, err error)
+	RunKey(ctx context.Context) (key runkey.Key, found bool, err error)
 }
 
 // secretRunKeys reads the run key from one Secret with the server's own client, which may get
@@ -41,23 +41,23 @@ type secretRunKeys struct {
 }
 
 // NewSecretRunKeys returns RunKeys that read the Secret name of namespace: its data key "key"
-// (jobs.RunKeySize bytes), made at the Secret's creationTimestamp.
+// (runkey.Size bytes), made at the Secret's creationTimestamp.
 func NewSecretRunKeys(secrets corev1client.SecretsGetter, namespace, name string) RunKeys {
 	return secretRunKeys{secrets: secrets, namespace: namespace, name: name}
 }
 
 // RunKey implements RunKeys.
-func (r secretRunKeys) RunKey(ctx context.Context) (jobs.RunKey, bool, error) {
+func (r secretRunKeys) RunKey(ctx context.Context) (runkey.Key, bool, error) {
 	secret, err := r.secrets.Secrets(r.namespace).Get(ctx, r.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return jobs.RunKey{}, false, nil
+		return runkey.Key{}, false, nil
 	case err != nil:
-		return jobs.RunKey{}, false, fmt.Errorf("reading the run key Secret %s/%s: %w", r.namespace, r.name, err)
+		return runkey.Key{}, false, fmt.Errorf("reading the run key Secret %s/%s: %w", r.namespace, r.name, err)
 	}
-	key, err := jobs.RunKeyOf(secret.Data[runKeyData], secret.CreationTimestamp.Time)
+	key, err := runkey.Of(secret.Data[runKeyData], secret.CreationTimestamp.Time)
 	if err != nil {
-		return jobs.RunKey{}, false, fmt.Errorf("the run key Secret %s/%s: %w", r.namespace, r.name, err)
+		return runkey.Key{}, false, fmt.Errorf("the run key Secret %s/%s: %w", r.namespace, r.name, err)
 	}
 	return key, true, nil
 }
@@ -98,7 +98,7 @@ func (s *Source) LoadRunKey(ctx context.Context, keys RunKeys, interval time.Dur
 
 // setRunKey keeps key and publishes the plans whose phase it changes, as MODIFIED events that a
 // watch starting at the current list resourceVersion also gets (as onOwnerEvent does).
-func (s *Source) setRunKey(key jobs.RunKey) {
+func (s *Source) setRunKey(key runkey.Key) {
 	s.publishMu.Lock()
 	defer s.publishMu.Unlock()
 	before := s.verifier()
@@ -143,11 +143,11 @@ func (s *Source) verifier() func(*batchv1.Job) bool {
 // must be as the controller last wrote it (its signature verifies, or, unsigned, it predates the
 // key) and its result must be the one its signed digest names. Under a key that holds none, no
 // Job passes.
-func PlanVerifier(key jobs.RunKey) func(*batchv1.Job) bool {
+func PlanVerifier(key runkey.Key) func(*batchv1.Job) bool {
 	if !key.Valid() {
 		return verifyNothing
 	}
-	return func(job *batchv1.Job) bool { return key.Trusted(job) && jobs.ResultIntact(job) }
+	return func(job *batchv1.Job) bool { return key.Trusted(job) && runkey.ResultIntact(job) }
 }
 
 // verifyNothing passes no Job: the check while the run key is not known.

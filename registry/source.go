@@ -24,6 +24,7 @@ import (
 
 	"github.com/captf/captf/apis/runs"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // Source is the read side of the server: the managed Jobs and the objects they run for, as
@@ -62,7 +63,7 @@ type Source struct {
 	catchUpWait time.Duration
 	// runKey is the install's run key once known (see LoadRunKey); nil until then, when no
 	// plan verifies. It is set once, under publishMu.
-	runKey atomic.Pointer[jobs.RunKey]
+	runKey atomic.Pointer[runkey.Key]
 }
 
 // newSource returns a Source over the given stores.

@@ -23,6 +23,7 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // destructivePlan is the plan of the tests below: it replaces a network, which deletes it.
@@ -82,25 +83,25 @@ func TestPlanVerification(t *testing.T) {
 			name: "a plan whose result and result digest were both rewritten is Unverified",
 			tamper: func(t *testing.T, j *batchv1.Job) {
 				j.Annotations[jobs.AnnotationResult] = encoded(t, hiddenDelete)
-				j.Annotations[jobs.AnnotationResultDigest] = jobs.ResultDigest(j.Annotations[jobs.AnnotationResult])
+				j.Annotations[runkey.AnnotationResultDigest] = runkey.ResultDigest(j.Annotations[jobs.AnnotationResult])
 			},
 			wantPhase: "Unverified",
 		},
 		{
 			name:      "a plan whose result digest was removed is Unverified",
-			tamper:    func(_ *testing.T, j *batchv1.Job) { delete(j.Annotations, jobs.AnnotationResultDigest) },
+			tamper:    func(_ *testing.T, j *batchv1.Job) { delete(j.Annotations, runkey.AnnotationResultDigest) },
 			wantPhase: "Unverified",
 		},
 		{
 			name:      "a plan whose signature was removed is Unverified",
-			tamper:    func(_ *testing.T, j *batchv1.Job) { delete(j.Annotations, jobs.AnnotationSignature) },
+			tamper:    func(_ *testing.T, j *batchv1.Job) { delete(j.Annotations, runkey.AnnotationSignature) },
 			wantPhase: "Unverified",
 		},
 		{
 			name: "a plan whose Job carries another Job's signature is Unverified",
 			tamper: func(_ *testing.T, j *batchv1.Job) {
 				other := newJob(ns, "web", jobs.OpPlan, 9, succeeded(t0), withResult(destructivePlan))
-				j.Annotations[jobs.AnnotationSignature] = other.Annotations[jobs.AnnotationSignature]
+				j.Annotations[runkey.AnnotationSignature] = other.Annotations[runkey.AnnotationSignature]
 			},
 			wantPhase: "Unverified",
 		},
@@ -147,7 +148,7 @@ func TestPlanVerification(t *testing.T) {
 				sign(job)
 			}
 			if tt.unsigned {
-				delete(job.Annotations, jobs.AnnotationSignature)
+				delete(job.Annotations, runkey.AnnotationSignature)
 			}
 			if tt.tamper != nil {
 				tt.tamper(t, job)
@@ -205,9 +206,9 @@ type staticRunKeys struct {
 	err     error
 }
 
-func (k *staticRunKeys) RunKey(context.Context) (jobs.RunKey, bool, error) {
+func (k *staticRunKeys) RunKey(context.Context) (runkey.Key, bool, error) {
 	if k.asked.Add(1) <= k.missing {
-		return jobs.RunKey{}, false, k.err
+		return runkey.Key{}, false, k.err
 	}
 	return testRunKey, true, nil
 }
@@ -262,7 +263,7 @@ func TestSecretRunKeys(t *testing.T) {
 		wantErr   bool
 	}{
 		{name: "no Secret yet is no key, and no error", wantFound: false},
-		{name: "the Secret's 32 bytes are the key, made when the Secret was", secret: secret(bytes.Repeat([]byte{7}, jobs.RunKeySize)), wantFound: true},
+		{name: "the Secret's 32 bytes are the key, made when the Secret was", secret: secret(bytes.Repeat([]byte{7}, runkey.Size)), wantFound: true},
 		{name: "a key of another size is an error", secret: secret([]byte("short")), wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // booked is a Job this pass booked: the annotations to write on it after the status patch.
@@ -73,7 +74,7 @@ func (p *pass) bookkeep(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("encoding the result of Job %s: %w", job.Name, err)
 		}
-		annotations := map[string]string{jobs.AnnotationBookkept: "true", jobs.AnnotationResult: encoded, jobs.AnnotationResultDigest: jobs.ResultDigest(encoded)}
+		annotations := map[string]string{jobs.AnnotationBookkept: "true", jobs.AnnotationResult: encoded, runkey.AnnotationResultDigest: runkey.ResultDigest(encoded)}
 		for k, v := range marks {
 			annotations[k] = v
 		}
@@ -320,7 +321,7 @@ func (p *pass) afterStatusPatch(ctx context.Context) error {
 			current.Annotations[k] = v
 		}
 		if p.r.RunKey != nil {
-			current.Annotations[jobs.AnnotationSignature] = p.r.RunKey.SignJob(&current)
+			current.Annotations[runkey.AnnotationSignature] = p.r.RunKey.SignJob(&current)
 		}
 		if err := p.r.Client.Patch(ctx, &current, patch); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {

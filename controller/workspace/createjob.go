@@ -16,6 +16,7 @@ import (
 	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/lease"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // errJobNameTaken says that a Job of the decided name exists and is not the object's.
@@ -37,7 +38,7 @@ func (p *pass) createJob(ctx context.Context, job *batchv1.Job, leaseReq lease.R
 		if err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), &existing); err != nil {
 			return nil, fmt.Errorf("reading the existing Job %s: %w", job.Name, err)
 		}
-		if _, signed := existing.Annotations[jobs.AnnotationSignature]; OwnedBy(&existing, p.obj) && !signed && p.r.RunKey != nil && !p.r.RunKey.Trusted(&existing) {
+		if _, signed := existing.Annotations[runkey.AnnotationSignature]; OwnedBy(&existing, p.obj) && !signed && p.r.RunKey != nil && !p.r.RunKey.Trusted(&existing) {
 			if err := p.dropUnsignedJob(ctx, &existing); err != nil {
 				return nil, err
 			}
@@ -79,7 +80,7 @@ func (p *pass) signJob(ctx context.Context, job *batchv1.Job) error {
 		return nil
 	}
 	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	metav1.SetMetaDataAnnotation(&job.ObjectMeta, jobs.AnnotationSignature, p.r.RunKey.SignJob(job))
+	metav1.SetMetaDataAnnotation(&job.ObjectMeta, runkey.AnnotationSignature, p.r.RunKey.SignJob(job))
 	if err := p.r.Client.Patch(ctx, job, patch); err != nil {
 		return fmt.Errorf("signing Job %s: %w", job.Name, err)
 	}

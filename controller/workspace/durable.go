@@ -11,6 +11,7 @@ import (
 	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/inputs"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // The durable inputs Secret decides what every later destroy, refresh, drift and machine run
@@ -32,7 +33,7 @@ func (p *pass) signDurable(secret *corev1.Secret) {
 	if p.r.RunKey == nil {
 		return
 	}
-	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, jobs.AnnotationSignature, p.r.RunKey.Sign(durableFacts(secret, p.obj)...))
+	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, runkey.AnnotationSignature, p.r.RunKey.Sign(durableFacts(secret, p.obj)...))
 }
 
 // durableProblem says why the durable inputs Secret cannot be trusted, or "" when it can (or
@@ -45,7 +46,7 @@ func (p *pass) durableProblem(secret *corev1.Secret) string {
 	if !OwnedByRef(secret, p.obj) {
 		return fmt.Sprintf("the durable inputs Secret %s is not owned by this %s", secret.Name, p.r.Kind)
 	}
-	signature, signed := secret.Annotations[jobs.AnnotationSignature]
+	signature, signed := secret.Annotations[runkey.AnnotationSignature]
 	if !signed && !p.r.RunKey.Since.IsZero() && secret.CreationTimestamp.Time.Before(p.r.RunKey.Since) {
 		return ""
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/captf/captf/controller/inputs"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // Facts are what one decision is made from, read from the API server without changing
@@ -298,7 +299,7 @@ func (r *Reconciler) ownJobs(ctx context.Context, obj client.Object) ([]batchv1.
 // with a key, that the key trusts: the runs of obj that every decision reads, whatever else is
 // labelled as its. The controller reference and labels can be copied by anyone who may create
 // Jobs, and the annotations rewritten by anyone who may patch them; the signature cannot.
-func OwnRuns(labelled []batchv1.Job, obj client.Object, key *jobs.RunKey) []batchv1.Job {
+func OwnRuns(labelled []batchv1.Job, obj client.Object, key *runkey.Key) []batchv1.Job {
 	var own []batchv1.Job
 	for _, j := range labelled {
 		// A Job without a known op was not made by the controller, whatever its owner says.

@@ -33,6 +33,7 @@ import (
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/testenv"
 )
@@ -64,7 +65,7 @@ type harness struct {
 	// guard is the approval policy's check, in force unless a test says otherwise.
 	guard *approvalGuard
 	// runKey is the key the reconciler signs with.
-	runKey *jobs.RunKey
+	runKey *runkey.Key
 }
 
 // approvalGuard stands in for the read of the approval policy: why says why it is not in force.

@@ -21,6 +21,7 @@ import (
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 func TestFirstApplyStartsOneJobInTheSeedOrder(t *testing.T) {
@@ -143,7 +144,7 @@ func TestRestartBetweenJobAndSecretAdoptsTheJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(crashed.DeepCopy())
-	metav1.SetMetaDataAnnotation(&crashed.ObjectMeta, jobs.AnnotationSignature, h.runKey.SignJob(crashed))
+	metav1.SetMetaDataAnnotation(&crashed.ObjectMeta, runkey.AnnotationSignature, h.runKey.SignJob(crashed))
 	if err := h.c.Patch(h.ctx, crashed, patch); err != nil {
 		t.Fatal(err)
 	}

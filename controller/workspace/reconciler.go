@@ -33,6 +33,7 @@ import (
 	"github.com/captf/captf/controller/metrics"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // Requeue intervals that are not decisions.
@@ -93,7 +94,7 @@ type Reconciler struct {
 	// what tells them from forgeries: only Jobs whose signature verifies count as runs. The
 	// manager always sets it; nil trusts what the owner references say, for a reader that acts
 	// on nothing (kubectl captf why).
-	RunKey *jobs.RunKey
+	RunKey *runkey.Key
 	// ControllerNamespace is the namespace the controller runs in, the only one whose Secrets a
 	// TerraformClusterIdentity lends; "" lends none.
 	ControllerNamespace string

@@ -20,6 +20,7 @@ import (
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // forgedJob creates a Job that carries the object's run labels but no controller reference to
@@ -88,13 +89,13 @@ func TestAJobCountsOnlyWithTheControllersSignature(t *testing.T) {
 		h := newHarness(t, jobs.KindCluster)
 		tc := h.provisioned(nil)
 		runs := h.jobs(jobs.KindCluster, "web")
-		if len(runs) == 0 || runs[0].Annotations[jobs.AnnotationSignature] == "" {
+		if len(runs) == 0 || runs[0].Annotations[runkey.AnnotationSignature] == "" {
 			t.Fatalf("the controller's Job carries no signature: %+v", runs)
 		}
 		real := runs[0]
 		forged := batchv1.Job{
 			ObjectMeta: metav1.ObjectMeta{Name: "forged-apply", Namespace: h.ns, Labels: jobs.Labels(jobs.KindCluster, "web", "web", jobs.OpApply, 2),
-				Annotations:     map[string]string{jobs.AnnotationSignature: real.Annotations[jobs.AnnotationSignature], jobs.AnnotationInputsHash: real.Annotations[jobs.AnnotationInputsHash]},
+				Annotations:     map[string]string{runkey.AnnotationSignature: real.Annotations[runkey.AnnotationSignature], jobs.AnnotationInputsHash: real.Annotations[jobs.AnnotationInputsHash]},
 				OwnerReferences: real.OwnerReferences},
 			Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "x", Image: image}},
@@ -159,7 +160,7 @@ func TestAJobCountsOnlyWithTheControllersSignature(t *testing.T) {
 		job := h.runningJob(jobs.KindCluster, "web")
 		// As if the controller stopped between creating the Job and signing it.
 		patch := client.MergeFrom(job.DeepCopy())
-		delete(job.Annotations, jobs.AnnotationSignature)
+		delete(job.Annotations, runkey.AnnotationSignature)
 		if err := h.c.Patch(h.ctx, &job, patch); err != nil {
 			t.Fatal(err)
 		}
@@ -650,7 +651,7 @@ func TestTamperedDurableInputsRunNothing(t *testing.T) {
 			d.Data[inputs.MainFile] = []byte(`{"resource":{}}`)
 		}},
 		{"a removed signature runs nothing", func(d *corev1.Secret) {
-			delete(d.Annotations, jobs.AnnotationSignature)
+			delete(d.Annotations, runkey.AnnotationSignature)
 		}},
 		{"durable inputs not owned by the object run nothing", func(d *corev1.Secret) {
 			d.OwnerReferences = nil
@@ -660,7 +661,7 @@ func TestTamperedDurableInputsRunNothing(t *testing.T) {
 			h := newHarness(t, jobs.KindCluster)
 			obj := h.provisioned(nil)
 			durable := h.secret(jobs.InputsSecretName(jobs.KindCluster, "web"))
-			if durable.Annotations[jobs.AnnotationSignature] == "" {
+			if durable.Annotations[runkey.AnnotationSignature] == "" {
 				t.Fatalf("the controller wrote unsigned durable inputs: %v", durable.Annotations)
 			}
 			tc.tamper(durable)

@@ -21,6 +21,7 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // hashes used by the tests.
@@ -154,9 +155,9 @@ func (c clients) createJob(t testing.TB, owner *infrav1.TerraformCluster, op job
 // if it has one, then the signature of its facts, UID included, under runKey.
 func sign(job *batchv1.Job) {
 	if result, ok := job.Annotations[jobs.AnnotationResult]; ok {
-		job.Annotations[jobs.AnnotationResultDigest] = jobs.ResultDigest(result)
+		job.Annotations[runkey.AnnotationResultDigest] = runkey.ResultDigest(result)
 	}
-	job.Annotations[jobs.AnnotationSignature] = runKey.SignJob(job)
+	job.Annotations[runkey.AnnotationSignature] = runKey.SignJob(job)
 }
 
 // jobState is a state the tests put a Job in, as the Job controller and bookkeeping would.
@@ -183,7 +184,7 @@ func (c clients) setJob(t testing.TB, job *batchv1.Job, state jobState, at time.
 		for k, v := range annotations {
 			cur.Annotations[k] = v
 		}
-		if _, signed := cur.Annotations[jobs.AnnotationSignature]; signed {
+		if _, signed := cur.Annotations[runkey.AnnotationSignature]; signed {
 			sign(cur)
 		}
 		if job, err = c.kube.BatchV1().Jobs(job.Namespace).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
@@ -238,7 +239,7 @@ func resultAnnotations(t testing.TB, s jobs.Summary, marks ...string) map[string
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{jobs.AnnotationResult: v, jobs.AnnotationResultDigest: jobs.ResultDigest(v), jobs.AnnotationBookkept: "true"}
+	out := map[string]string{jobs.AnnotationResult: v, runkey.AnnotationResultDigest: runkey.ResultDigest(v), jobs.AnnotationBookkept: "true"}
 	for _, m := range marks {
 		out[m] = "true"
 	}

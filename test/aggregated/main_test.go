@@ -25,7 +25,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/captf/captf/controller"
-	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 	"github.com/captf/captf/test/testenv"
 )
 
@@ -46,7 +46,7 @@ var (
 	env        *testenv.Env
 	skipReason string
 	// runKey is the install's run key, which the controller would sign its Jobs with.
-	runKey jobs.RunKey
+	runKey runkey.Key
 )
 
 func TestMain(m *testing.M) {
@@ -207,18 +207,18 @@ func startAggregatedServer(ctx context.Context, e *testenv.Env) (stop func(), er
 
 // makeRunKey makes the Secret captf-run-key in the server's namespace as the controller makes it
 // on its first start, and returns its key.
-func makeRunKey(ctx context.Context, e *testenv.Env) (jobs.RunKey, error) {
+func makeRunKey(ctx context.Context, e *testenv.Env) (runkey.Key, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return jobs.RunKey{}, err
+		return runkey.Key{}, err
 	}
 	c, err := client.New(e.Config, client.Options{Scheme: scheme})
 	if err != nil {
-		return jobs.RunKey{}, err
+		return runkey.Key{}, err
 	}
 	key, err := controller.LoadRunKey(ctx, c, c, serverNamespace)
 	if err != nil {
-		return jobs.RunKey{}, fmt.Errorf("making the run key: %w", err)
+		return runkey.Key{}, fmt.Errorf("making the run key: %w", err)
 	}
 	return key, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 )
 
 // hiddenDelete is the fixture's current plan as someone who may patch Jobs would rewrite its
@@ -57,10 +58,10 @@ func TestARewrittenPlanIsUnverifiedAndNotApproved(t *testing.T) {
 			return []string{jobs.AnnotationResult + "=" + hiddenDelete(t)}
 		}},
 		{name: "the result and its digest rewritten together", annotate: func(t *testing.T) []string {
-			return []string{jobs.AnnotationResult + "=" + hiddenDelete(t), jobs.AnnotationResultDigest + "=" + jobs.ResultDigest(hiddenDelete(t))}
+			return []string{jobs.AnnotationResult + "=" + hiddenDelete(t), runkey.AnnotationResultDigest + "=" + runkey.ResultDigest(hiddenDelete(t))}
 		}},
 		{name: "the result digest rewritten", annotate: func(*testing.T) []string {
-			return []string{jobs.AnnotationResultDigest + "=" + jobs.ResultDigest("another result")}
+			return []string{runkey.AnnotationResultDigest + "=" + runkey.ResultDigest("another result")}
 		}},
 		{name: "nothing rewritten"},
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 	"github.com/captf/captf/registry"
 	"github.com/captf/captf/test/reliability/rel"
 	"github.com/captf/captf/test/testenv"
@@ -377,8 +378,8 @@ func TestApprovalsAreWrittenOnlyByTheRunsAPIServer(t *testing.T) {
 }
 
 // runKey is the run key the rows' plan Jobs are signed with, as the controller signs its Jobs.
-var runKey = func() jobs.RunKey {
-	key, err := jobs.RunKeyOf([]byte(strings.Repeat("k", jobs.RunKeySize)), time.Time{})
+var runKey = func() runkey.Key {
+	key, err := runkey.Of([]byte(strings.Repeat("k", runkey.Size)), time.Time{})
 	if err != nil {
 		panic(err)
 	}
@@ -431,8 +432,8 @@ func finishAndSign(t *testing.T, admin client.Client, obj client.Object) {
 	if err := admin.Status().Update(t.Context(), job); err != nil {
 		t.Fatal(err)
 	}
-	job.Annotations[jobs.AnnotationResultDigest] = jobs.ResultDigest(job.Annotations[jobs.AnnotationResult])
-	job.Annotations[jobs.AnnotationSignature] = runKey.SignJob(job)
+	job.Annotations[runkey.AnnotationResultDigest] = runkey.ResultDigest(job.Annotations[jobs.AnnotationResult])
+	job.Annotations[runkey.AnnotationSignature] = runKey.SignJob(job)
 	if err := admin.Update(t.Context(), job); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/captf/captf/apis/runs/install"
 	"github.com/captf/captf/apis/runs/validation"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 	"github.com/captf/captf/registry"
 )
 
@@ -92,10 +93,10 @@ func FuzzApprovalCheck(f *testing.F) {
 	// Someone who may patch Jobs rewrites the plan's result to hide a delete, its digest, or its
 	// signature; or adds a note of another domain, which the signature does not cover.
 	f.Add("p3:abc", "", "", "", "", "p3:abc", "alice", jobs.AnnotationResult, hidden)
-	f.Add("p3:abc", "", "", "", "", "p3:abc", "alice", jobs.AnnotationResultDigest, jobs.ResultDigest(hidden))
-	f.Add("p3:abc", "", "", "", "", "p3:abc", "alice", jobs.AnnotationSignature, "s1:forged")
+	f.Add("p3:abc", "", "", "", "", "p3:abc", "alice", runkey.AnnotationResultDigest, runkey.ResultDigest(hidden))
+	f.Add("p3:abc", "", "", "", "", "p3:abc", "alice", runkey.AnnotationSignature, "s1:forged")
 	f.Add("p3:abc", "", "", "", "", "p3:abc", "alice", "example.com/note", "reviewed")
-	key, err := jobs.RunKeyOf([]byte(strings.Repeat("k", jobs.RunKeySize)), time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	key, err := runkey.Of([]byte(strings.Repeat("k", runkey.Size)), time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -113,14 +114,14 @@ func FuzzApprovalCheck(f *testing.F) {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{
 			Name: "captf-c-x-plan-a1-abcdef", Namespace: "ns", UID: "uid-1", CreationTimestamp: metav1.NewTime(now.Add(-time.Minute)),
 			Labels:      map[string]string{jobs.LabelOp: string(jobs.OpPlan), jobs.LabelAttempt: "1"},
-			Annotations: map[string]string{jobs.AnnotationBookkept: "true", jobs.AnnotationResult: encoded, jobs.AnnotationResultDigest: jobs.ResultDigest(encoded)},
+			Annotations: map[string]string{jobs.AnnotationBookkept: "true", jobs.AnnotationResult: encoded, runkey.AnnotationResultDigest: runkey.ResultDigest(encoded)},
 		}}
 		// Finished, so that the plan awaits approval unless something else says otherwise.
 		finished := metav1.NewTime(now.Add(-30 * time.Second))
 		job.Status = batchv1.JobStatus{StartTime: &job.CreationTimestamp, CompletionTime: &finished, Conditions: []batchv1.JobCondition{
 			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: finished},
 		}}
-		job.Annotations[jobs.AnnotationSignature] = key.SignJob(job)
+		job.Annotations[runkey.AnnotationSignature] = key.SignJob(job)
 		tampered := false
 		if tamperKey != "" {
 			old, had := job.Annotations[tamperKey]

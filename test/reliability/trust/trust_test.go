@@ -35,6 +35,7 @@ import (
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/reliability/rel"
 	"github.com/captf/captf/test/testenv"
@@ -270,7 +271,7 @@ func TestWhatOthersWriteChangesNothing(t *testing.T) {
 			// Signed as the controller would, so it is a run: the status must still be written.
 			forged := e.forgedJob("forged-running", jobs.OpApply, 2147483647, e.ownerRef(e.obj.UID), nil, jobs.OutcomeRunning)
 			patch := client.MergeFrom(forged.DeepCopy())
-			metav1.SetMetaDataAnnotation(&forged.ObjectMeta, jobs.AnnotationSignature, e.r.RunKey.SignJob(&forged))
+			metav1.SetMetaDataAnnotation(&forged.ObjectMeta, runkey.AnnotationSignature, e.r.RunKey.SignJob(&forged))
 			if err := e.c.Patch(e.ctx, &forged, patch); err != nil {
 				e.t.Fatal(err)
 			}
@@ -299,7 +300,7 @@ func TestWhatOthersWriteChangesNothing(t *testing.T) {
 				}
 			}
 			forged := e.forgedJob("forged-signed-apply", jobs.OpApply, 2, e.ownerRef(e.obj.UID),
-				map[string]string{jobs.AnnotationSignature: real.Annotations[jobs.AnnotationSignature]}, jobs.OutcomeFailed)
+				map[string]string{runkey.AnnotationSignature: real.Annotations[runkey.AnnotationSignature]}, jobs.OutcomeFailed)
 			e.settle()
 			e.noNewRun()
 			var cur batchv1.Job

@@ -1,4 +1,7 @@
-package jobs
+// Package runkey signs what the controller writes with the install's run key, and verifies it:
+// the facts of a Job bound to its UID, a result by its digest. The controller and the runs API
+// server share it, so a Job, a plan or durable inputs that someone else rewrote are told apart.
+package runkey
 
 import (
 	"crypto/hmac"
@@ -13,6 +16,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/captf/captf/jobs"
 )
 
 // AnnotationSignature holds the controller's signature of a Job or of a durable inputs Secret:
@@ -26,37 +31,37 @@ const AnnotationSignature = "captf.io/signature"
 // Job, and whoever reads the result checks it against the digest (ResultIntact).
 const AnnotationResultDigest = "captf.io/result-digest"
 
-// RunKeySize is the size of a run key in bytes.
-const RunKeySize = 32
+// Size is the size of a run key in bytes.
+const Size = 32
 
 // signatureVersion prefixes every signature, so the scheme can change without misreading old
 // ones.
 const signatureVersion = "s1:"
 
-// RunKey is the install's signing key. Since is when it was made: what was made before it, and
+// Key is the install's signing key. Since is when it was made: what was made before it, and
 // carries no signature, was made by a controller that did not sign yet (see Trusted).
-type RunKey struct {
+type Key struct {
 	key   []byte
 	Since time.Time
 }
 
-// RunKeyOf returns the key held in key, made at since; key must be RunKeySize bytes.
-func RunKeyOf(key []byte, since time.Time) (RunKey, error) {
-	if len(key) != RunKeySize {
-		return RunKey{}, fmt.Errorf("a run key has %d bytes, not %d", RunKeySize, len(key))
+// Of returns the key held in key, made at since; key must be Size bytes.
+func Of(key []byte, since time.Time) (Key, error) {
+	if len(key) != Size {
+		return Key{}, fmt.Errorf("a run key has %d bytes, not %d", Size, len(key))
 	}
-	return RunKey{key: slices.Clone(key), Since: since}, nil
+	return Key{key: slices.Clone(key), Since: since}, nil
 }
 
 // Bytes returns the key, to be stored.
-func (k RunKey) Bytes() []byte { return slices.Clone(k.key) }
+func (k Key) Bytes() []byte { return slices.Clone(k.key) }
 
 // Valid reports whether k holds a key.
-func (k RunKey) Valid() bool { return len(k.key) == RunKeySize }
+func (k Key) Valid() bool { return len(k.key) == Size }
 
 // Sign returns the signature of fields under k. Each field is length-prefixed, so no two lists
 // of fields sign alike.
-func (k RunKey) Sign(fields ...string) string {
+func (k Key) Sign(fields ...string) string {
 	mac := hmac.New(sha256.New, k.key)
 	var n [8]byte
 	for _, f := range fields {
@@ -68,7 +73,7 @@ func (k RunKey) Sign(fields ...string) string {
 }
 
 // Verify reports whether signature is k's signature of fields.
-func (k RunKey) Verify(signature string, fields ...string) bool {
+func (k Key) Verify(signature string, fields ...string) bool {
 	if !k.Valid() || !strings.HasPrefix(signature, signatureVersion) {
 		return false
 	}
@@ -76,20 +81,21 @@ func (k RunKey) Verify(signature string, fields ...string) bool {
 }
 
 // SignJob returns the signature of what the controller acts on in job: its namespace, name and
-// UID (so a signature copied onto another Job does not verify), the UID of its controller, and
-// every captf.io/ label and annotation but the signature and the result (which the result digest
-// stands for). job must carry the UID the API server gave it.
-func (k RunKey) SignJob(job *batchv1.Job) string { return k.Sign(jobFacts(job)...) }
+// UID (so a signature copied onto another Job does not verify), its controller, its captf.io/,
+// captf.infrastructure.cluster.x-k8s.io/ and cluster.x-k8s.io/ labels (owner, op, attempt,
+// cluster), and every captf.io/ annotation but the signature and the result (which the result
+// digest stands for). job must carry the UID the API server gave it.
+func (k Key) SignJob(job *batchv1.Job) string { return k.Sign(jobFacts(job)...) }
 
 // JobSigned reports whether job carries k's signature of its facts.
-func (k RunKey) JobSigned(job *batchv1.Job) bool {
+func (k Key) JobSigned(job *batchv1.Job) bool {
 	return k.Verify(job.Annotations[AnnotationSignature], jobFacts(job)...)
 }
 
 // Trusted reports whether the controller made job and nothing it acts on changed since it
 // last wrote the Job: its signature verifies, or, carrying none, it was created before the key
 // existed (a Job of a controller that did not sign yet).
-func (k RunKey) Trusted(job *batchv1.Job) bool {
+func (k Key) Trusted(job *batchv1.Job) bool {
 	if _, signed := job.Annotations[AnnotationSignature]; !signed {
 		return !k.Since.IsZero() && job.CreationTimestamp.Time.Before(k.Since)
 	}
@@ -103,15 +109,24 @@ func jobFacts(job *batchv1.Job) []string {
 		owner = ref.APIVersion + "/" + ref.Kind + "/" + ref.Name + "/" + string(ref.UID)
 	}
 	facts := []string{"job", job.Namespace, job.Name, string(job.UID), owner}
-	facts = append(facts, prefixed("l:", job.Labels, nil)...)
-	return append(facts, prefixed("a:", job.Annotations, map[string]bool{AnnotationSignature: true, AnnotationResult: true})...)
+	facts = append(facts, prefixed("l:", job.Labels, signedLabelPrefixes, nil)...)
+	return append(facts, prefixed("a:", job.Annotations, signedAnnotationPrefixes, map[string]bool{AnnotationSignature: true, jobs.AnnotationResult: true})...)
 }
 
-// prefixed lists the captf.io/ entries of m as "<tag>key=value", sorted, leaving out skip.
-func prefixed(tag string, m map[string]string, skip map[string]bool) []string {
+// The labels and annotations a Job signature covers: every key under the prefixes the
+// controller writes (captf's own, its op, attempt and owner labels, and Cluster API's
+// cluster-name label). Keys of other owners (a policy engine's, the Job controller's) may come
+// and go without breaking it.
+var (
+	signedLabelPrefixes      = []string{"captf.io/", "captf.infrastructure.cluster.x-k8s.io/", "cluster.x-k8s.io/"}
+	signedAnnotationPrefixes = []string{"captf.io/"}
+)
+
+// prefixed lists the entries of m under prefixes as "<tag>key=value", sorted, leaving out skip.
+func prefixed(tag string, m map[string]string, prefixes []string, skip map[string]bool) []string {
 	var out []string
 	for k, v := range m {
-		if strings.HasPrefix(k, "captf.io/") && !skip[k] {
+		if !skip[k] && slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(k, p) }) {
 			out = append(out, tag+k+"="+v)
 		}
 	}
@@ -128,7 +143,7 @@ func ResultDigest(result string) string {
 // ResultIntact reports whether job's result annotation is the one its result digest names; a
 // Job without a result has nothing to check.
 func ResultIntact(job *batchv1.Job) bool {
-	result, has := job.Annotations[AnnotationResult]
+	result, has := job.Annotations[jobs.AnnotationResult]
 	if !has {
 		_, digest := job.Annotations[AnnotationResultDigest]
 		return !digest
