@@ -26,8 +26,8 @@ import (
 // start starts the decided operation as one Job, in the order that survives a crash between any
 // two steps: the plan key (plan, approved apply), the run Lease (its holder is the Job about to
 // be created), the Job and its signature, the durable inputs (apply), its per-run Secret, then
-// status.activeJob. A
-// repeated pass computes the same name and adopts whatever the crashed pass left.
+// status.activeJob. A repeated pass computes the same name and adopts whatever the crashed pass
+// left.
 func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Rendered, renderable bool, interruptedApply string) (ctrl.Result, error) {
 	// A pause the cache has not seen yet must still stop the run: clusterctl move pauses the
 	// Cluster and then waits only for the Jobs it can see.
@@ -37,27 +37,9 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		}
 		return ctrl.Result{}, err
 	}
-	if ok, err := p.durableTrusted(ctx, d.Op); err != nil || !ok {
-		return ctrl.Result{RequeueAfter: GateRequeue}, err
-	}
-	src, err := p.chooseSource(ctx, d, rendered, renderable)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if src.missing != "" {
-		setOpCondition(p.status(), p.stamp(), d.Op, metav1.ConditionFalse, conditions.ReasonDurableInputsMissing, src.missing)
-		return ctrl.Result{RequeueAfter: decide.InputsRequeue}, nil
-	}
-	if src.unpinnedPlan != "" {
-		if c := conditions.Get(p.status().Conditions, conditionFor(d.Op)); c == nil || c.Reason != conditions.ReasonPlanDigestUnknown {
-			logf.FromContext(ctx).Info("refusing the approved apply: its plan's image digest is unknown", "plan", d.ExpectPlan)
-			p.event(nil, corev1.EventTypeWarning, EventPlanDigestUnknown, "%s", src.unpinnedPlan)
-		}
-		setOpCondition(p.status(), p.stamp(), d.Op, metav1.ConditionFalse, conditions.ReasonPlanDigestUnknown, src.unpinnedPlan)
-		return ctrl.Result{RequeueAfter: GateRequeue}, nil
-	}
-	if !p.imageAllowed(ctx, d.Op, src.image) {
-		return ctrl.Result{RequeueAfter: GateRequeue}, nil
+	src, wait, err := p.sourceToRun(ctx, d, rendered, renderable)
+	if err != nil || wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, err
 	}
 	attempt := jobs.NextAttempt(p.jobs, d.Op)
 	hash, tick := jobs.HashAndTick(d.Op, d.Names)
@@ -111,19 +93,51 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// The durable inputs follow the Job and precede its per-run Secret: the pod cannot start
-	// before that Secret exists, so no apply runs without them, and a create the API server
-	// refused leaves them (and the pinned digest) as the last apply left them.
-	if d.Op == jobs.OpApply {
-		if err := p.writeDurableInputs(ctx, rendered); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	if err := p.ensureRunSecret(ctx, created, src.data); err != nil {
+	if err := p.handInputs(ctx, created, d.Op, rendered, src.data); err != nil {
 		return ctrl.Result{}, err
 	}
 	p.reportStarted(ctx, created, d, attempt, src, lock)
 	return ctrl.Result{RequeueAfter: decide.JobActiveRequeue}, nil
+}
+
+// handInputs gives a created Job its inputs. The durable inputs of an apply follow the Job and
+// precede its per-run Secret: the pod cannot start before that Secret exists, so no apply runs
+// without them, and a create the API server refused leaves them (and the pinned digest) as the
+// last apply left them.
+func (p *pass) handInputs(ctx context.Context, job *batchv1.Job, op jobs.Op, rendered inputs.Rendered, data map[string][]byte) error {
+	if op == jobs.OpApply {
+		if err := p.writeDurableInputs(ctx, rendered); err != nil {
+			return err
+		}
+	}
+	return p.ensureRunSecret(ctx, job, data)
+}
+
+// sourceToRun chooses what the Job runs and checks that it may: durable inputs the controller
+// signed, files to run, the digest of an approved plan, an allowed image. wait is how long the
+// op waits when not; the op's condition says why.
+func (p *pass) sourceToRun(ctx context.Context, d decide.Decision, rendered inputs.Rendered, renderable bool) (runSource, time.Duration, error) {
+	if ok, err := p.durableTrusted(ctx, d.Op); err != nil || !ok {
+		return runSource{}, GateRequeue, err
+	}
+	src, err := p.chooseSource(ctx, d, rendered, renderable)
+	switch {
+	case err != nil:
+		return runSource{}, 0, err
+	case src.missing != "":
+		setOpCondition(p.status(), p.stamp(), d.Op, metav1.ConditionFalse, conditions.ReasonDurableInputsMissing, src.missing)
+		return runSource{}, decide.InputsRequeue, nil
+	case src.unpinnedPlan != "":
+		if c := conditions.Get(p.status().Conditions, conditionFor(d.Op)); c == nil || c.Reason != conditions.ReasonPlanDigestUnknown {
+			logf.FromContext(ctx).Info("refusing the approved apply: its plan's image digest is unknown", "plan", d.ExpectPlan)
+			p.event(nil, corev1.EventTypeWarning, EventPlanDigestUnknown, "%s", src.unpinnedPlan)
+		}
+		setOpCondition(p.status(), p.stamp(), d.Op, metav1.ConditionFalse, conditions.ReasonPlanDigestUnknown, src.unpinnedPlan)
+		return runSource{}, GateRequeue, nil
+	case !p.imageAllowed(ctx, d.Op, src.image):
+		return runSource{}, GateRequeue, nil
+	}
+	return src, 0, nil
 }
 
 // readyToRun checks what must hold before the run Lease is taken, so that nothing in the way

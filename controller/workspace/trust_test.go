@@ -92,11 +92,11 @@ func TestAJobCountsOnlyWithTheControllersSignature(t *testing.T) {
 		if len(runs) == 0 || runs[0].Annotations[runkey.AnnotationSignature] == "" {
 			t.Fatalf("the controller's Job carries no signature: %+v", runs)
 		}
-		real := runs[0]
+		run := runs[0]
 		forged := batchv1.Job{
 			ObjectMeta: metav1.ObjectMeta{Name: "forged-apply", Namespace: h.ns, Labels: jobs.Labels(jobs.KindCluster, "web", "web", jobs.OpApply, 2),
-				Annotations:     map[string]string{runkey.AnnotationSignature: real.Annotations[runkey.AnnotationSignature], jobs.AnnotationInputsHash: real.Annotations[jobs.AnnotationInputsHash]},
-				OwnerReferences: real.OwnerReferences},
+				Annotations:     map[string]string{runkey.AnnotationSignature: run.Annotations[runkey.AnnotationSignature], jobs.AnnotationInputsHash: run.Annotations[jobs.AnnotationInputsHash]},
+				OwnerReferences: run.OwnerReferences},
 			Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "x", Image: image}},
 			}}},
@@ -198,77 +198,35 @@ func TestAJobNameTakenBySomeoneElseIsNotAdopted(t *testing.T) {
 	}
 }
 
-func TestResultIsReadOnlyFromAPodTheJobOwns(t *testing.T) {
-	h := newHarness(t, jobs.KindCluster)
-	tc := h.cluster("web")
-	h.settle(tc)
-	job := h.runningJob(jobs.KindCluster, "web")
-	// A pod of the Job's name but not the Job's, with a result of its choosing.
-	forgedResult, err := jobs.EncodeRunnerResult(jobs.RunnerResult{Version: jobs.RunnerResultVersion, Op: jobs.OpApply,
-		Error: &jobs.RunnerError{Kind: jobs.ErrorKindStep, Step: "apply", Tail: "FORGED"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-zzzzz", Namespace: h.ns, Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
-		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "source", Image: image}}},
-	}
-	if err := h.c.Create(h.ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: "source", Image: image, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: string(forgedResult)}},
-	}}}
-	if err := h.c.Status().Update(h.ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	// The Job fails without a pod of its own having reported anything.
-	now := metav1.NewTime(h.clock.Now())
-	job.Status.StartTime, job.Status.Failed = &now, 1
-	job.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
-		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
-	}
-	if err := h.c.Status().Update(h.ctx, &job); err != nil {
-		t.Fatal(err)
-	}
-	h.settle(tc)
-	h.get(tc)
-	if tc.Status.LastRun == nil || tc.Status.LastRun.Job != job.Name {
-		t.Fatalf("the Job was not booked: %+v", tc.Status.LastRun)
-	}
-	if e := tc.Status.LastRun.Error; e != nil && e.Summary == "FORGED" {
-		t.Fatalf("the result came from a pod the Job does not own: %+v", e)
-	}
-}
-
-// TestAPodThatCopiesTheJobsOwnerButNotItsTemplateIsNotHeard: the Job's UID is readable, so a
-// pod created with its controller reference is the Job's pod to the Job controller as well; only
-// a pod that runs the Job's template speaks for it.
-func TestAPodThatCopiesTheJobsOwnerButNotItsTemplateIsNotHeard(t *testing.T) {
+// TestAResultIsReadOnlyFromAPodThatRunsTheJobsTemplate: a pod of the Job's name speaks for it
+// only when the Job owns it and it runs the Job's template. The Job's UID is readable, so a pod
+// created with its controller reference is the Job's pod to the Job controller as well.
+func TestAResultIsReadOnlyFromAPodThatRunsTheJobsTemplate(t *testing.T) {
 	for _, tc := range []struct {
-		rule   string
-		mutate func(spec *corev1.PodSpec)
+		rule    string
+		unowned bool
+		mutate  func(spec *corev1.PodSpec)
 	}{
-		{"another image", func(s *corev1.PodSpec) { s.Containers[0].Image = "registry.example/attacker:v1" }},
-		{"another command", func(s *corev1.PodSpec) { s.Containers[0].Command = []string{"/bin/true"} }},
-		{"another environment", func(s *corev1.PodSpec) {
+		{"a pod the Job does not own", true, func(*corev1.PodSpec) {}},
+		{"another image", false, func(s *corev1.PodSpec) { s.Containers[0].Image = "registry.example/attacker:v1" }},
+		{"another command", false, func(s *corev1.PodSpec) { s.Containers[0].Command = []string{"/bin/true"} }},
+		{"another environment", false, func(s *corev1.PodSpec) {
 			s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: "TF_CLI_ARGS", Value: "-var=x"})
 		}},
-		{"a volume of its own over the module", func(s *corev1.PodSpec) {
+		{"a volume of its own over the module", false, func(s *corev1.PodSpec) {
 			s.Volumes = append(s.Volumes, corev1.Volume{Name: "evil", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 			s.Containers[0].VolumeMounts = append(s.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "evil", MountPath: "/captf/module"})
 		}},
-		{"another ServiceAccount", func(s *corev1.PodSpec) { s.ServiceAccountName = "default" }},
-		{"a sidecar that writes the work directory", func(s *corev1.PodSpec) {
+		{"another ServiceAccount", false, func(s *corev1.PodSpec) { s.ServiceAccountName = "default" }},
+		{"a sidecar that writes the work directory", false, func(s *corev1.PodSpec) {
 			s.Containers = append(s.Containers, corev1.Container{Name: "sidecar", Image: "registry.example/x:v1",
 				VolumeMounts: []corev1.VolumeMount{{Name: s.Containers[0].VolumeMounts[1].Name, MountPath: "/w"}}})
 		}},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			h := newHarness(t, jobs.KindCluster)
-			tc0 := h.cluster("web")
-			h.settle(tc0)
+			obj := h.cluster("web")
+			h.settle(obj)
 			job := h.runningJob(jobs.KindCluster, "web")
 			forgedResult, err := jobs.EncodeRunnerResult(jobs.RunnerResult{Version: jobs.RunnerResultVersion, Op: jobs.OpApply,
 				Error: &jobs.RunnerError{Kind: jobs.ErrorKindStep, Step: "apply", Tail: "FORGED"}})
@@ -278,9 +236,11 @@ func TestAPodThatCopiesTheJobsOwnerButNotItsTemplateIsNotHeard(t *testing.T) {
 			spec := job.Spec.Template.Spec.DeepCopy()
 			tc.mutate(spec)
 			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-zzzzz", Namespace: h.ns, Labels: map[string]string{batchv1.JobNameLabel: job.Name},
-					OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
-				Spec: *spec,
+				ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-zzzzz", Namespace: h.ns, Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
+				Spec:       *spec,
+			}
+			if !tc.unowned {
+				pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(&job, batchv1.SchemeGroupVersion.WithKind("Job"))}
 			}
 			if err := h.c.Create(h.ctx, pod); err != nil {
 				t.Fatal(err)
@@ -291,6 +251,7 @@ func TestAPodThatCopiesTheJobsOwnerButNotItsTemplateIsNotHeard(t *testing.T) {
 			if err := h.c.Status().Update(h.ctx, pod); err != nil {
 				t.Fatal(err)
 			}
+			// The Job fails without a pod that runs its template having reported anything.
 			now := metav1.NewTime(h.clock.Now())
 			job.Status.StartTime, job.Status.Failed = &now, 1
 			job.Status.Conditions = []batchv1.JobCondition{
@@ -300,13 +261,13 @@ func TestAPodThatCopiesTheJobsOwnerButNotItsTemplateIsNotHeard(t *testing.T) {
 			if err := h.c.Status().Update(h.ctx, &job); err != nil {
 				t.Fatal(err)
 			}
-			h.settle(tc0)
-			h.get(tc0)
-			if tc0.Status.LastRun == nil || tc0.Status.LastRun.Job != job.Name {
-				t.Fatalf("the Job was not booked: %+v", tc0.Status.LastRun)
+			h.settle(obj)
+			h.get(obj)
+			if obj.Status.LastRun == nil || obj.Status.LastRun.Job != job.Name {
+				t.Fatalf("the Job was not booked: %+v", obj.Status.LastRun)
 			}
-			if e := tc0.Status.LastRun.Error; e != nil && strings.Contains(e.Summary, "FORGED") {
-				t.Fatalf("the result came from a pod that does not run the Job's template: %+v", e)
+			if e := obj.Status.LastRun.Error; e != nil && strings.Contains(e.Summary, "FORGED") {
+				t.Fatalf("the result came from a pod that does not speak for the Job: %+v", e)
 			}
 		})
 	}

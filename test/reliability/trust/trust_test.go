@@ -217,6 +217,18 @@ func (e *env) forgedJob(jobName string, op jobs.Op, attempt int32, owner *metav1
 	return job
 }
 
+// notBooked checks that the engine never booked job.
+func (e *env) notBooked(job batchv1.Job) {
+	e.t.Helper()
+	var cur batchv1.Job
+	if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(&job), &cur); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, booked := cur.Annotations[jobs.AnnotationBookkept]; booked {
+		e.t.Fatalf("the forged Job %s was booked", job.Name)
+	}
+}
+
 func (e *env) ownerRef(uid types.UID) *metav1.OwnerReference {
 	return &metav1.OwnerReference{APIVersion: infrav1.GroupVersion.String(), Kind: "TerraformCluster", Name: name, UID: uid, Controller: ptr.To(true)}
 }
@@ -235,6 +247,42 @@ func (e *env) noNewRun() {
 	}
 }
 
+// plantInterruptingPod fails a real apply, then plants a newer pod of its Job, with the Job's
+// controller reference when owned and another image, whose result claims an interruption: the
+// Job must book as Failed from its own pod, and no JobInterrupted be believed.
+func (e *env) plantInterruptingPod(owned bool) {
+	e.t.Helper()
+	e.setVariables(`{"v":1}`)
+	e.settle()
+	job := e.running()
+	e.finish(job, false, jobs.RunnerResult{Error: &jobs.RunnerError{Kind: jobs.ErrorKindStep, Step: "apply", Tail: "real failure"}})
+	e.clock.SetTime(e.clock.Now().Add(time.Second))
+	forgedPod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-zzzzz", Namespace: e.ns, Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
+		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "source", Image: "registry.example/x:v1"}}},
+	}
+	if owned {
+		forgedPod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(&job, batchv1.SchemeGroupVersion.WithKind("Job"))}
+	}
+	if err := e.c.Create(e.ctx, forgedPod); err != nil {
+		e.t.Fatal(err)
+	}
+	// An interruption would be free of backoff: a retry at once.
+	forgedPod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "source", Image: "registry.example/x:v1",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: rel.Result(&job, jobs.RunnerResult{Error: &jobs.RunnerError{Kind: jobs.ErrorKindInterrupted}})}}}}}
+	if err := e.c.Status().Update(e.ctx, forgedPod); err != nil {
+		e.t.Fatal(err)
+	}
+	e.settle()
+	cur := e.current()
+	if cur.Status.LastRun == nil || cur.Status.LastRun.Job != job.Name || cur.Status.LastRun.Outcome != string(jobs.OutcomeFailed) {
+		e.t.Fatalf("lastRun = %+v, want the real failure", cur.Status.LastRun)
+	}
+	if e.recorder.ByJob[job.Name]["JobInterrupted"] != 0 {
+		e.t.Fatal("the forged pod's interruption was believed")
+	}
+}
+
 func TestWhatOthersWriteChangesNothing(t *testing.T) {
 	for _, tc := range []struct {
 		rule string
@@ -244,13 +292,7 @@ func TestWhatOthersWriteChangesNothing(t *testing.T) {
 			forged := e.forgedJob("forged-apply", jobs.OpApply, 2, nil, nil, jobs.OutcomeFailed)
 			e.settle()
 			e.noNewRun()
-			var cur batchv1.Job
-			if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(&forged), &cur); err != nil {
-				e.t.Fatal(err)
-			}
-			if _, booked := cur.Annotations[jobs.AnnotationBookkept]; booked {
-				e.t.Fatal("the forged Job was booked")
-			}
+			e.notBooked(forged)
 		}},
 		{"a forged failed apply controlled by another UID is not the object's", func(e *env) {
 			e.forgedJob("forged-other", jobs.OpApply, 2, e.ownerRef("00000000-0000-0000-0000-000000000000"), nil, jobs.OutcomeFailed)
@@ -293,23 +335,17 @@ func TestWhatOthersWriteChangesNothing(t *testing.T) {
 			}
 		}},
 		{"a forged failed apply that copies a run's controller reference and signature is not the object's", func(e *env) {
-			var real batchv1.Job
+			var run batchv1.Job
 			for _, j := range e.jobs() {
 				if workspace.OwnedBy(&j, e.obj) {
-					real = j
+					run = j
 				}
 			}
 			forged := e.forgedJob("forged-signed-apply", jobs.OpApply, 2, e.ownerRef(e.obj.UID),
-				map[string]string{runkey.AnnotationSignature: real.Annotations[runkey.AnnotationSignature]}, jobs.OutcomeFailed)
+				map[string]string{runkey.AnnotationSignature: run.Annotations[runkey.AnnotationSignature]}, jobs.OutcomeFailed)
 			e.settle()
 			e.noNewRun()
-			var cur batchv1.Job
-			if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(&forged), &cur); err != nil {
-				e.t.Fatal(err)
-			}
-			if _, booked := cur.Annotations[jobs.AnnotationBookkept]; booked {
-				e.t.Fatal("the forged Job was booked")
-			}
+			e.notBooked(forged)
 		}},
 		{"a succeeded apply whose inputs hash was rewritten is no run of the object", func(e *env) {
 			for _, j := range e.jobs() {
@@ -332,32 +368,7 @@ func TestWhatOthersWriteChangesNothing(t *testing.T) {
 			}
 		}},
 		{"a forged pod that copies a real Job's controller reference does not speak for it", func(e *env) {
-			e.setVariables(`{"v":1}`)
-			e.settle()
-			job := e.running()
-			e.finish(job, false, jobs.RunnerResult{Error: &jobs.RunnerError{Kind: jobs.ErrorKindStep, Step: "apply", Tail: "real failure"}})
-			e.clock.SetTime(e.clock.Now().Add(time.Second))
-			forgedPod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-zzzzz", Namespace: e.ns, Labels: map[string]string{batchv1.JobNameLabel: job.Name},
-					OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
-				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "source", Image: "registry.example/x:v1"}}},
-			}
-			if err := e.c.Create(e.ctx, forgedPod); err != nil {
-				e.t.Fatal(err)
-			}
-			forgedPod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "source", Image: "registry.example/x:v1",
-				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: rel.Result(&job, jobs.RunnerResult{Error: &jobs.RunnerError{Kind: jobs.ErrorKindInterrupted}})}}}}}
-			if err := e.c.Status().Update(e.ctx, forgedPod); err != nil {
-				e.t.Fatal(err)
-			}
-			e.settle()
-			cur := e.current()
-			if cur.Status.LastRun == nil || cur.Status.LastRun.Job != job.Name || cur.Status.LastRun.Outcome != string(jobs.OutcomeFailed) {
-				e.t.Fatalf("lastRun = %+v, want the real failure", cur.Status.LastRun)
-			}
-			if e.recorder.ByJob[job.Name]["JobInterrupted"] != 0 {
-				e.t.Fatal("the forged pod's interruption was believed")
-			}
+			e.plantInterruptingPod(true)
 		}},
 		{"durable inputs rewritten by someone else run nothing", func(e *env) {
 			var durable corev1.Secret
@@ -398,32 +409,7 @@ func TestWhatOthersWriteChangesNothing(t *testing.T) {
 			}
 		}},
 		{"a forged newer pod of a real Job does not speak for it", func(e *env) {
-			e.setVariables(`{"v":1}`)
-			e.settle()
-			job := e.running()
-			e.finish(job, false, jobs.RunnerResult{Error: &jobs.RunnerError{Kind: jobs.ErrorKindStep, Step: "apply", Tail: "real failure"}})
-			e.clock.SetTime(e.clock.Now().Add(time.Second))
-			forgedPod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-zzzzz", Namespace: e.ns, Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
-				Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "source", Image: "registry.example/x:v1"}}},
-			}
-			if err := e.c.Create(e.ctx, forgedPod); err != nil {
-				e.t.Fatal(err)
-			}
-			// An interruption would be free of backoff: a retry at once.
-			forgedPod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "source", Image: "registry.example/x:v1",
-				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: rel.Result(&job, jobs.RunnerResult{Error: &jobs.RunnerError{Kind: jobs.ErrorKindInterrupted}})}}}}}
-			if err := e.c.Status().Update(e.ctx, forgedPod); err != nil {
-				e.t.Fatal(err)
-			}
-			e.settle()
-			cur := e.current()
-			if cur.Status.LastRun == nil || cur.Status.LastRun.Job != job.Name || cur.Status.LastRun.Outcome != string(jobs.OutcomeFailed) {
-				e.t.Fatalf("lastRun = %+v, want the real failure", cur.Status.LastRun)
-			}
-			if e.recorder.ByJob[job.Name]["JobInterrupted"] != 0 {
-				e.t.Fatal("the forged pod's interruption was believed")
-			}
+			e.plantInterruptingPod(false)
 		}},
 		{"a Secret planted under a backup's name is not restored", func(e *env) {
 			suffix := jobs.StateSecretSuffix(e.ns, jobs.KindCluster, name)
