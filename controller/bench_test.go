@@ -39,6 +39,7 @@ import (
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/runkey"
 	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/testenv"
 )
@@ -292,7 +293,7 @@ func BenchmarkController(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := controller.Setup(mgr, controller.Options{RunnerImage: "captf/manager:bench", Registry: prometheus.NewRegistry(), Jobs: jobCache}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{RunnerImage: "captf/manager:bench", Registry: prometheus.NewRegistry(), Jobs: jobCache, RunKey: &benchKey}); err != nil {
 		b.Fatal(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()
@@ -338,7 +339,7 @@ func BenchmarkController(b *testing.B) {
 	create(half, n)
 	converged(n)
 	heapObjects := heapInUse(b, "objects")
-	retain(ctx, b, admin, jobCache, ns, n, name, func(i int) (string, error) { return renderedHash(i, "0") })
+	retain(ctx, b, admin, jobCache, &benchKey, ns, n, name, func(i int) (string, error) { return renderedHash(i, "0") })
 	quiet()
 	heapRetained := heapInUse(b, "retained")
 	watch := watchJobs(ctx, b, env.Config, ns)
@@ -467,10 +468,20 @@ var retainedHistory = []struct {
 	{jobs.OpRefresh, 3, jobs.OutcomeSucceeded},
 }
 
+// benchKey is the run key the benchmark's controller signs with, and its Jobs are signed with.
+var benchKey = func() runkey.Key {
+	key, err := controller.NewRunKey(time.Time{})
+	if err != nil {
+		panic(err)
+	}
+	return key
+}()
+
 // retain gives each of the n objects its retainedHistory as the controller leaves it: Jobs built
 // by jobspec with their pod templates, finished as the Job controller finishes them, bookkept,
-// with their result summaries. It returns once the manager's cache holds them all.
-func retain(ctx context.Context, b *testing.B, c client.Client, cached *controller.JobCache, ns string, n int, name func(int) string, inputsHash func(int) (string, error)) {
+// with their result summaries and digests, and signed with key. It returns once the manager's
+// cache holds them all.
+func retain(ctx context.Context, b *testing.B, c client.Client, cached *controller.JobCache, key *runkey.Key, ns string, n int, name func(int) string, inputsHash func(int) (string, error)) {
 	errText := strings.Repeat("Error: creating resource: the provider said no. ", 6)
 	if err := parallel(n, func(i int) error {
 		var tc infrav1.TerraformCluster
@@ -513,8 +524,13 @@ func retain(ctx context.Context, b *testing.B, c client.Client, cached *controll
 				return err
 			}
 			job.Annotations[jobs.AnnotationResult] = result
+			job.Annotations[runkey.AnnotationResultDigest] = runkey.ResultDigest(result)
 			job.Annotations[jobs.AnnotationBookkept] = "true"
 			if err := c.Create(ctx, job); err != nil {
+				return err
+			}
+			job.Annotations[runkey.AnnotationSignature] = key.SignJob(job)
+			if err := c.Update(ctx, job); err != nil {
 				return err
 			}
 			finished(job, h.outcome)

@@ -43,7 +43,7 @@ func (p *pass) durableProblem(secret *corev1.Secret) string {
 	if p.r.RunKey == nil || secret == nil || secret.Name == "" {
 		return ""
 	}
-	if !OwnedByRef(secret, p.obj) {
+	if !ownedByRef(secret, p.obj) {
 		return fmt.Sprintf("the durable inputs Secret %s is not owned by this %s", secret.Name, p.r.Kind)
 	}
 	signature, signed := secret.Annotations[runkey.AnnotationSignature]
@@ -79,8 +79,8 @@ func (p *pass) durableTrusted(ctx context.Context, op jobs.Op) (ok bool, err err
 	return false, nil
 }
 
-// OwnedByRef reports whether o has an owner reference to obj, controller or not.
-func OwnedByRef(o metav1.Object, obj metav1.Object) bool {
+// ownedByRef reports whether o has an owner reference to obj, controller or not.
+func ownedByRef(o metav1.Object, obj metav1.Object) bool {
 	for _, ref := range o.GetOwnerReferences() {
 		if ref.UID == obj.GetUID() && ref.Name == obj.GetName() {
 			return true
