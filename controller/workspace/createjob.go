@@ -2,14 +2,17 @@ package workspace
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -74,17 +77,46 @@ func (p *pass) createJob(ctx context.Context, job *batchv1.Job, leaseReq lease.R
 var errJobUnsigned = errors.New("the Job of the decided name carried no signature")
 
 // signJob signs the Job the pass just created, now that it has its UID, before its per-run
-// Secret exists: until then its pod cannot start, so no run of it is ever unsigned.
+// Secret exists: until then its pod cannot start, so no run of it is ever unsigned. The patch
+// tests the UID, labels and annotations it signs instead of the resourceVersion: the Job
+// controller writes the new Job's status at once, and that must not cost the run, while a
+// change to what the signature covers must fail the patch rather than be signed.
 func (p *pass) signJob(ctx context.Context, job *batchv1.Job) error {
 	if p.r.RunKey == nil {
 		return nil
 	}
-	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	metav1.SetMetaDataAnnotation(&job.ObjectMeta, runkey.AnnotationSignature, p.r.RunKey.SignJob(job))
-	if err := p.r.Client.Patch(ctx, job, patch); err != nil {
+	signature := p.r.RunKey.SignJob(job)
+	ops := []jsonPatchOp{
+		{Op: "test", Path: "/metadata/uid", Value: job.UID},
+		{Op: "test", Path: "/metadata/labels", Value: job.Labels},
+	}
+	if job.Annotations == nil {
+		ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: map[string]string{runkey.AnnotationSignature: signature}})
+	} else {
+		ops = append(ops,
+			jsonPatchOp{Op: "test", Path: "/metadata/annotations", Value: job.Annotations},
+			jsonPatchOp{Op: "add", Path: "/metadata/annotations/" + jsonPointerEscape(runkey.AnnotationSignature), Value: signature})
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return fmt.Errorf("signing Job %s: %w", job.Name, err)
+	}
+	if err := p.r.Client.Patch(ctx, job, client.RawPatch(types.JSONPatchType, data)); err != nil {
 		return fmt.Errorf("signing Job %s: %w", job.Name, err)
 	}
 	return nil
+}
+
+// jsonPatchOp is one operation of an RFC 6902 JSON patch.
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// jsonPointerEscape escapes a map key for a JSON pointer (RFC 6901).
+func jsonPointerEscape(key string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
 }
 
 // dropUnsignedJob deletes a Job of the decided name that claims the object as its controller

@@ -12,15 +12,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/inputs"
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/jobs/runkey"
+	"github.com/captf/captf/test/testenv"
 )
 
 // forgedJob creates a Job that carries the object's run labels but no controller reference to
@@ -169,6 +173,69 @@ func TestAJobCountsOnlyWithTheControllersSignature(t *testing.T) {
 		if again.Name != job.Name || again.UID == job.UID || !h.runKey.JobSigned(&again) {
 			t.Fatalf("Job %s (UID %s, signed %v), want a new signed Job %s", again.Name, again.UID, h.runKey.JobSigned(&again), job.Name)
 		}
+	})
+	t.Run("a Job whose status is written before it is signed is signed, not replaced", func(t *testing.T) {
+		h := newHarness(t, jobs.KindCluster)
+		tc := h.cluster("web")
+		// The Job controller writes a new Job's status at once, racing the signature.
+		h.r.Client = h.afterJobCreate(func(ctx context.Context, c client.Client, job *batchv1.Job) error {
+			written := job.DeepCopy()
+			written.Status.StartTime = ptr.To(metav1.NewTime(h.clock.Now()))
+			return c.Status().Update(ctx, written)
+		})
+		h.settle(tc)
+		job := h.runningJob(jobs.KindCluster, "web")
+		if !h.runKey.JobSigned(&job) || job.Status.StartTime == nil {
+			t.Fatalf("Job %s signed %v, started %v: want the first Job signed", job.Name, h.runKey.JobSigned(&job), job.Status.StartTime)
+		}
+		if n := len(h.jobs(jobs.KindCluster, "web")); n != 1 {
+			t.Fatalf("Jobs = %d, want the first one kept", n)
+		}
+	})
+	t.Run("a Job whose labels are rewritten before it is signed is not signed", func(t *testing.T) {
+		h := newHarness(t, jobs.KindCluster)
+		tc := h.cluster("web")
+		h.r.Client = h.afterJobCreate(func(ctx context.Context, c client.Client, job *batchv1.Job) error {
+			rewritten := job.DeepCopy()
+			rewritten.Labels[jobs.LabelAttempt] = "9"
+			return c.Update(ctx, rewritten)
+		})
+		var err error
+		for pass := 0; pass < 10 && err == nil; pass++ {
+			var res ctrl.Result
+			if res, err = h.r.Reconcile(h.ctx, requestFor(tc)); err == nil && !workspace.AgainAtOnce(res) {
+				break
+			}
+		}
+		if err == nil {
+			t.Fatal("the passes signed a Job whose labels changed after its create")
+		}
+		for _, j := range h.jobs(jobs.KindCluster, "web") {
+			if h.runKey.JobSigned(&j) {
+				t.Fatalf("Job %s is signed with labels the controller did not write", j.Name)
+			}
+		}
+	})
+}
+
+// afterJobCreate gives the reconciler a client that runs also after each Job it creates, as a
+// concurrent writer would between the create and the signature.
+func (h *harness) afterJobCreate(also func(context.Context, client.Client, *batchv1.Job) error) client.Client {
+	h.t.Helper()
+	direct, err := client.NewWithWatch(testenv.Get(h.t).Config, client.Options{Scheme: controller.NewScheme()})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return interceptor.NewClient(direct, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if err := c.Create(ctx, obj, opts...); err != nil {
+				return err
+			}
+			if job, ok := obj.(*batchv1.Job); ok {
+				return also(ctx, c, job)
+			}
+			return nil
+		},
 	})
 }
 
