@@ -130,9 +130,10 @@ func runnerProcess(pod string) int {
 }
 
 // failThenRevert provisions a cluster on the steps module, fails an apply part-way (its extra
-// resource created, tainted, destroying it taking destroySleep seconds), then reverts the
-// variables: the retry of the failed apply would delete the tainted resource, so the guard stops
-// it. It approves that blocked plan through plans/approval and returns the run it approved.
+// resource created and tainted; with destroySleep, a slow resource beside it whose destroy takes
+// that many seconds), then reverts the variables: the retry of the failed apply would delete the
+// tainted resource, so the guard stops it. It approves that blocked plan through plans/approval
+// and returns the run it approved.
 func (s *suite) failThenRevert(name string, destroySleep int) runsv1alpha1.Run {
 	s.T.Helper()
 	image := s.stepsImage("ghcr.io/captf-test/steps-" + name + ":v1")

@@ -16,7 +16,7 @@ variable "fail" {
   default = false
 }
 
-# Seconds destroying the extra resource takes, so a test can interrupt that apply.
+# Seconds destroying the slow resource takes, so a test can interrupt the apply that removes it.
 variable "destroy_sleep" {
   type    = number
   default = 0
@@ -26,17 +26,26 @@ resource "terraform_data" "base" {
   input = var.name
 }
 
-resource "terraform_data" "extra" {
-  count = var.extra ? 1 : 0
+# Created with the extra resource when destroy_sleep is set, and created cleanly: OpenTofu runs no
+# destroy-time provisioner of a tainted resource, so the slow destroy cannot sit on extra itself.
+resource "terraform_data" "slow" {
+  count = var.extra && var.destroy_sleep > 0 ? 1 : 0
   input = { destroy_sleep = var.destroy_sleep }
 
   provisioner "local-exec" {
-    command = var.fail ? "echo the extra resource was asked to fail >&2; exit 1" : "true"
+    when = destroy
+    # By its path: the module image carries no sleep of its own, and the test's node runs the
+    # provisioner's shell from the machine it runs on.
+    command = "/bin/sleep ${self.input.destroy_sleep}"
   }
+}
+
+resource "terraform_data" "extra" {
+  count      = var.extra ? 1 : 0
+  depends_on = [terraform_data.slow]
 
   provisioner "local-exec" {
-    when    = destroy
-    command = "sleep ${self.input.destroy_sleep}"
+    command = var.fail ? "echo the extra resource was asked to fail >&2; exit 1" : "true"
   }
 }
 
