@@ -470,7 +470,7 @@ var retainedHistory = []struct {
 
 // benchKey is the run key the benchmark's controller signs with, and its Jobs are signed with.
 var benchKey = func() runkey.Key {
-	key, err := controller.NewRunKey(time.Time{})
+	key, err := controller.NewRunKey()
 	if err != nil {
 		panic(err)
 	}

@@ -4,13 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/jobs/runkey"
 )
@@ -23,45 +24,77 @@ const RunKeySecret = "captf-run-key"
 // runKeyData is the data key of RunKeySecret.
 const runKeyData = "key"
 
-// LoadRunKey reads the run key from RunKeySecret in namespace, creating it on first use. The
-// key's Since is the Secret's creation time: Jobs and durable inputs made before it, unsigned,
-// come from a controller that did not sign yet.
-func LoadRunKey(ctx context.Context, reader client.Reader, writer client.Writer, namespace string) (runkey.Key, error) {
+// annotationUnsignedSigned on RunKeySecret records that the controller signed what a controller
+// that did not sign left unsigned (workspace.SignUnsigned). Until it is there, every start signs
+// again; once it is, nothing unsigned is ever signed for being there.
+const annotationUnsignedSigned = "captf.io/unsigned-signed"
+
+// LoadRunKey reads the run key from RunKeySecret in namespace, creating it on first use. Until
+// the Secret records otherwise, it first signs the Jobs and durable inputs in watched (every
+// namespace when "") that carry no signature: nothing unsigned exists there yet but the work of
+// a controller that did not sign, since this one starts no Job before the key is loaded.
+func LoadRunKey(ctx context.Context, c client.Client, namespace, watched string) (runkey.Key, error) {
+	secret, err := runKeySecret(ctx, c, namespace)
+	if err != nil {
+		return runkey.Key{}, err
+	}
+	key, err := runkey.Of(secret.Data[runKeyData])
+	if err != nil {
+		return runkey.Key{}, fmt.Errorf("the run key Secret %s/%s: %w", namespace, RunKeySecret, err)
+	}
+	if _, done := secret.Annotations[annotationUnsignedSigned]; done {
+		return key, nil
+	}
+	signedJobs, signedSecrets, err := workspace.SignUnsigned(ctx, c, key, watched)
+	if err != nil {
+		return runkey.Key{}, fmt.Errorf("signing what was made before the run key: %w", err)
+	}
+	patch := client.MergeFrom(secret.DeepCopy())
+	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, annotationUnsignedSigned, fmt.Sprintf("%d Jobs, %d durable inputs", signedJobs, signedSecrets))
+	if err := c.Patch(ctx, secret, patch); err != nil {
+		return runkey.Key{}, fmt.Errorf("recording the signing of what was made before the run key: %w", err)
+	}
+	log.FromContext(ctx).Info("signed what was made before the run key", "jobs", signedJobs, "durableInputs", signedSecrets)
+	return key, nil
+}
+
+// runKeySecret reads RunKeySecret in namespace, creating it with a new key on first use.
+func runKeySecret(ctx context.Context, c client.Client, namespace string) (*corev1.Secret, error) {
 	key := client.ObjectKey{Namespace: namespace, Name: RunKeySecret}
 	for range 2 {
 		var secret corev1.Secret
-		err := reader.Get(ctx, key, &secret)
+		err := c.Get(ctx, key, &secret)
 		switch {
 		case err == nil:
-			return runkey.Of(secret.Data[runKeyData], secret.CreationTimestamp.Time)
+			return &secret, nil
 		case !apierrors.IsNotFound(err):
-			return runkey.Key{}, fmt.Errorf("reading the run key Secret %s: %w", key, err)
+			return nil, fmt.Errorf("reading the run key Secret %s: %w", key, err)
 		}
-		fresh, err := NewRunKey(time.Time{})
+		fresh, err := NewRunKey()
 		if err != nil {
-			return runkey.Key{}, err
+			return nil, err
 		}
 		secret = corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: RunKeySecret, Namespace: namespace, Labels: map[string]string{jobs.LabelManaged: jobs.ManagedValue}},
 			Type:       corev1.SecretTypeOpaque,
 			Data:       map[string][]byte{runKeyData: fresh.Bytes()},
 		}
-		switch err := writer.Create(ctx, &secret); {
+		switch err := c.Create(ctx, &secret); {
 		case err == nil:
-			return runkey.Of(secret.Data[runKeyData], secret.CreationTimestamp.Time)
+			return &secret, nil
 		case !apierrors.IsAlreadyExists(err):
-			return runkey.Key{}, fmt.Errorf("creating the run key Secret %s: %w", key, err)
+			return nil, fmt.Errorf("creating the run key Secret %s: %w", key, err)
 		}
 		// Another replica created it first: read theirs.
 	}
-	return runkey.Key{}, fmt.Errorf("the run key Secret %s was created and then could not be read", key)
+	return nil, fmt.Errorf("the run key Secret %s was created and then could not be read", key)
 }
 
-// NewRunKey returns a new random run key, made at since.
-func NewRunKey(since time.Time) (runkey.Key, error) {
+// NewRunKey returns a new random run key.
+func NewRunKey() (runkey.Key, error) {
 	b := make([]byte, runkey.Size)
 	if _, err := rand.Read(b); err != nil {
 		return runkey.Key{}, fmt.Errorf("making a run key: %w", err)
 	}
-	return runkey.Of(b, since)
+	return runkey.Of(b)
 }

@@ -216,7 +216,7 @@ func setupRunKey(mgr ctrl.Manager, opts Options) (*runkey.Key, error) {
 	var err error
 	if opts.Namespace == "" {
 		mgr.GetLogger().Info("no controller namespace: the run key lives as long as this process, and a restart stops trusting the Jobs it signed")
-		key, err = NewRunKey(time.Time{})
+		key, err = NewRunKey()
 	} else {
 		direct, cerr := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient()})
 		if cerr != nil {
@@ -224,7 +224,7 @@ func setupRunKey(mgr ctrl.Manager, opts Options) (*runkey.Key, error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		key, err = LoadRunKey(ctx, direct, direct, opts.Namespace)
+		key, err = LoadRunKey(ctx, direct, opts.Namespace, "")
 	}
 	if err != nil {
 		return nil, err

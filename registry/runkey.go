@@ -41,7 +41,7 @@ type secretRunKeys struct {
 }
 
 // NewSecretRunKeys returns RunKeys that read the Secret name of namespace: its data key "key"
-// (runkey.Size bytes), made at the Secret's creationTimestamp.
+// (runkey.Size bytes).
 func NewSecretRunKeys(secrets corev1client.SecretsGetter, namespace, name string) RunKeys {
 	return secretRunKeys{secrets: secrets, namespace: namespace, name: name}
 }
@@ -55,7 +55,7 @@ func (r secretRunKeys) RunKey(ctx context.Context) (runkey.Key, bool, error) {
 	case err != nil:
 		return runkey.Key{}, false, fmt.Errorf("reading the run key Secret %s/%s: %w", r.namespace, r.name, err)
 	}
-	key, err := runkey.Of(secret.Data[runKeyData], secret.CreationTimestamp.Time)
+	key, err := runkey.Of(secret.Data[runKeyData])
 	if err != nil {
 		return runkey.Key{}, false, fmt.Errorf("the run key Secret %s/%s: %w", r.namespace, r.name, err)
 	}
@@ -91,7 +91,7 @@ func (s *Source) LoadRunKey(ctx context.Context, keys RunKeys, interval time.Dur
 			return false, nil
 		}
 		s.setRunKey(key)
-		log.Info("Run key loaded: plans are verified against the controller's signatures", "since", key.Since)
+		log.Info("Run key loaded: plans are verified against the controller's signatures")
 		return true, nil
 	})
 }
@@ -140,14 +140,14 @@ func (s *Source) verifier() func(*batchv1.Job) bool {
 }
 
 // PlanVerifier is the check of a plan's Job under the run key (jobs.PlanOwner.Verify): the Job
-// must be as the controller last wrote it (its signature verifies, or, unsigned, it predates the
-// key) and its result must be the one its signed digest names. Under a key that holds none, no
+// must be as the controller last wrote it (its signature verifies) and its result must be the
+// one its signed digest names. Under a key that holds none, no
 // Job passes.
 func PlanVerifier(key runkey.Key) func(*batchv1.Job) bool {
 	if !key.Valid() {
 		return verifyNothing
 	}
-	return func(job *batchv1.Job) bool { return key.Trusted(job) && runkey.ResultIntact(job) }
+	return func(job *batchv1.Job) bool { return key.JobSigned(job) && runkey.ResultIntact(job) }
 }
 
 // verifyNothing passes no Job: the check while the run key is not known.

@@ -302,7 +302,7 @@ func (p *pass) afterStatusPatch(ctx context.Context) error {
 		if _, done := current.Annotations[jobs.AnnotationBookkept]; done {
 			continue // another pass booked it first
 		}
-		if p.r.RunKey != nil && !p.r.RunKey.Trusted(&current) {
+		if p.r.RunKey != nil && !p.r.RunKey.JobSigned(&current) {
 			// Changed by someone else since the pass read it: signing it now would vouch for
 			// what they wrote. It is no run of the object any more.
 			logf.FromContext(ctx).Info("not marking a Job whose signature no longer verifies", "job", current.Name)

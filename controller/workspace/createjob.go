@@ -41,13 +41,13 @@ func (p *pass) createJob(ctx context.Context, job *batchv1.Job, leaseReq lease.R
 		if err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), &existing); err != nil {
 			return nil, fmt.Errorf("reading the existing Job %s: %w", job.Name, err)
 		}
-		if _, signed := existing.Annotations[runkey.AnnotationSignature]; OwnedBy(&existing, p.obj) && !signed && p.r.RunKey != nil && !p.r.RunKey.Trusted(&existing) {
+		if _, signed := existing.Annotations[runkey.AnnotationSignature]; OwnedBy(&existing, p.obj) && !signed && p.r.RunKey != nil {
 			if err := p.dropUnsignedJob(ctx, &existing); err != nil {
 				return nil, err
 			}
 			return nil, errJobUnsigned
 		}
-		if !OwnedBy(&existing, p.obj) || (p.r.RunKey != nil && !p.r.RunKey.Trusted(&existing)) {
+		if !OwnedBy(&existing, p.obj) || (p.r.RunKey != nil && !p.r.RunKey.JobSigned(&existing)) {
 			logf.FromContext(ctx).Info("a Job of the decided name is not controlled by this object; waiting until it is deleted", "job", job.Name)
 			// Someone else's Job holds the name: adopting it would run, book and trust a Job
 			// that is not ours. The name is deterministic, so the op waits until it is gone.

@@ -38,7 +38,7 @@ func (p *pass) signDurable(secret *corev1.Secret) {
 
 // durableProblem says why the durable inputs Secret cannot be trusted, or "" when it can (or
 // does not exist): it must belong to the object and carry the controller's signature of its
-// facts, unless it was written before the run key existed and carries none.
+// facts (inputs written before the run key existed were signed when it was made).
 func (p *pass) durableProblem(secret *corev1.Secret) string {
 	if p.r.RunKey == nil || secret == nil || secret.Name == "" {
 		return ""
@@ -46,11 +46,7 @@ func (p *pass) durableProblem(secret *corev1.Secret) string {
 	if !ownedByRef(secret, p.obj) {
 		return fmt.Sprintf("the durable inputs Secret %s is not owned by this %s", secret.Name, p.r.Kind)
 	}
-	signature, signed := secret.Annotations[runkey.AnnotationSignature]
-	if !signed && !p.r.RunKey.Since.IsZero() && secret.CreationTimestamp.Time.Before(p.r.RunKey.Since) {
-		return ""
-	}
-	if !p.r.RunKey.Verify(signature, durableFacts(secret, p.obj)...) {
+	if !p.r.RunKey.Verify(secret.Annotations[runkey.AnnotationSignature], durableFacts(secret, p.obj)...) {
 		return fmt.Sprintf("the durable inputs Secret %s was changed by someone other than the controller: its signature does not verify", secret.Name)
 	}
 	return ""

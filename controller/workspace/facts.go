@@ -303,7 +303,7 @@ func OwnRuns(labelled []batchv1.Job, obj client.Object, key *runkey.Key) []batch
 	var own []batchv1.Job
 	for _, j := range labelled {
 		// A Job without a known op was not made by the controller, whatever its owner says.
-		if OwnedBy(&j, obj) && jobs.OpOf(&j) != "" && (key == nil || key.Trusted(&j)) {
+		if OwnedBy(&j, obj) && jobs.OpOf(&j) != "" && (key == nil || key.JobSigned(&j)) {
 			own = append(own, j)
 		}
 	}

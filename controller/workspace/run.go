@@ -119,7 +119,7 @@ func (p *pass) followActiveJob(ctx context.Context) (res ctrl.Result, running bo
 	var job batchv1.Job
 	err = p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: status.ActiveJob.Name}, &job)
 	switch {
-	case err == nil && (p.r.RunKey == nil || p.r.RunKey.Trusted(&job)):
+	case err == nil && (p.r.RunKey == nil || p.r.RunKey.JobSigned(&job)):
 		return ctrl.Result{RequeueAfter: LagRequeue}, true, nil
 	case err == nil:
 		// Its signature no longer verifies: someone else changed it, and it is no run of the

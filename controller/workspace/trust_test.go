@@ -856,3 +856,73 @@ func TestAPlanKeySomeoneElseMadeIsNotUsed(t *testing.T) {
 		t.Fatalf("plan key Secret = %+v, want the controller's own", key)
 	}
 }
+
+// TestWhatAControllerThatDidNotSignLeftIsSignedOnce: Jobs and durable inputs written before the
+// run key existed are signed when the key is made, and only then; one stripped of its signature
+// later is not signed again on the strength of its age, and is not trusted.
+func TestWhatAControllerThatDidNotSignLeftIsSignedOnce(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	h.r.RunKey = nil // a controller that did not sign
+	tc := h.provisioned(nil)
+	durableName := jobs.InputsSecretName(jobs.KindCluster, "web")
+	legacy := h.jobs(jobs.KindCluster, "web")
+	if len(legacy) != 1 || legacy[0].Annotations[runkey.AnnotationSignature] != "" || h.secret(durableName).Annotations[runkey.AnnotationSignature] != "" {
+		t.Fatalf("the unsigning controller left %d Jobs, or signed something", len(legacy))
+	}
+
+	key, err := controller.LoadRunKey(h.ctx, h.c, h.ns, h.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.r.RunKey, h.runKey = &key, &key
+	apply := h.jobs(jobs.KindCluster, "web")[0]
+	if !key.JobSigned(&apply) || !runkey.ResultIntact(&apply) {
+		t.Fatalf("the apply Job left unsigned was not signed with its result's digest: %v", apply.Annotations)
+	}
+	durable := h.secret(durableName)
+	if durable.Annotations[runkey.AnnotationSignature] == "" {
+		t.Fatal("the durable inputs left unsigned were not signed")
+	}
+
+	// Someone who may update Jobs and Secrets strips both signatures and rewrites the inputs.
+	patch := client.MergeFrom(apply.DeepCopy())
+	delete(apply.Annotations, runkey.AnnotationSignature)
+	apply.Annotations[jobs.AnnotationInputsHash] = "h1:rewritten"
+	if err := h.c.Patch(h.ctx, &apply, patch); err != nil {
+		t.Fatal(err)
+	}
+	delete(durable.Annotations, runkey.AnnotationSignature)
+	durable.Annotations[jobs.AnnotationImage] = "registry.example/attacker:v1"
+	if err := h.c.Update(h.ctx, durable); err != nil {
+		t.Fatal(err)
+	}
+	// The controller restarts: the key is loaded again and signs nothing.
+	again, err := controller.LoadRunKey(h.ctx, h.c, h.ns, h.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(again.Bytes()) != string(key.Bytes()) {
+		t.Fatal("a restart made another key")
+	}
+	if err := h.c.Get(h.ctx, client.ObjectKeyFromObject(&apply), &apply); err != nil {
+		t.Fatal(err)
+	}
+	if _, signed := apply.Annotations[runkey.AnnotationSignature]; signed || h.secret(durableName).Annotations[runkey.AnnotationSignature] != "" {
+		t.Fatal("a restart signed what was stripped of its signature")
+	}
+
+	if err := h.c.Delete(h.ctx, tc); err != nil {
+		t.Fatal(err)
+	}
+	h.events()
+	h.settle(tc)
+	for _, j := range h.jobs(jobs.KindCluster, "web") {
+		if jobs.OpOf(&j) == jobs.OpDestroy {
+			t.Fatalf("a destroy started from stripped durable inputs: %s runs %q", j.Name, sourceImage(j))
+		}
+	}
+	h.get(tc)
+	if c := conditions.Get(tc.Status.Conditions, conditions.ApplyJobSucceeded); c == nil || c.Reason != conditions.ReasonDurableInputsTampered {
+		t.Fatalf("ApplyJobSucceeded = %+v, want %s", c, conditions.ReasonDurableInputsTampered)
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,19 +37,19 @@ const Size = 32
 // ones.
 const signatureVersion = "s1:"
 
-// Key is the install's signing key. Since is when it was made: what was made before it, and
-// carries no signature, was made by a controller that did not sign yet (see Trusted).
+// Key is the install's signing key. Only what carries its signature is trusted: what a
+// controller that did not sign left behind is signed once, when the key is made (see
+// controller.LoadRunKey), never later on the strength of its age.
 type Key struct {
-	key   []byte
-	Since time.Time
+	key []byte
 }
 
-// Of returns the key held in key, made at since; key must be Size bytes.
-func Of(key []byte, since time.Time) (Key, error) {
+// Of returns the key held in key, which must be Size bytes.
+func Of(key []byte) (Key, error) {
 	if len(key) != Size {
 		return Key{}, fmt.Errorf("a run key has %d bytes, not %d", Size, len(key))
 	}
-	return Key{key: slices.Clone(key), Since: since}, nil
+	return Key{key: slices.Clone(key)}, nil
 }
 
 // Bytes returns the key, to be stored.
@@ -87,19 +86,10 @@ func (k Key) Verify(signature string, fields ...string) bool {
 // digest stands for). job must carry the UID the API server gave it.
 func (k Key) SignJob(job *batchv1.Job) string { return k.Sign(jobFacts(job)...) }
 
-// JobSigned reports whether job carries k's signature of its facts.
+// JobSigned reports whether job carries k's signature of its facts: the controller made it and
+// nothing the signature covers changed since the controller last wrote it.
 func (k Key) JobSigned(job *batchv1.Job) bool {
 	return k.Verify(job.Annotations[AnnotationSignature], jobFacts(job)...)
-}
-
-// Trusted reports whether the controller made job and nothing it acts on changed since it
-// last wrote the Job: its signature verifies, or, carrying none, it was created before the key
-// existed (a Job of a controller that did not sign yet).
-func (k Key) Trusted(job *batchv1.Job) bool {
-	if _, signed := job.Annotations[AnnotationSignature]; !signed {
-		return !k.Since.IsZero() && job.CreationTimestamp.Time.Before(k.Since)
-	}
-	return k.JobSigned(job)
 }
 
 // jobFacts lists the facts of job a signature covers, in a fixed order.

@@ -13,11 +13,11 @@ import (
 )
 
 func TestJobSignatures(t *testing.T) {
-	key, err := Of(bytes.Repeat([]byte{7}, Size), time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC))
+	key, err := Of(bytes.Repeat([]byte{7}, Size))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _ := Of(bytes.Repeat([]byte{8}, Size), time.Time{})
+	other, _ := Of(bytes.Repeat([]byte{8}, Size))
 	signed := func() *batchv1.Job {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{
 			Name: "captf-c-web-apply-a1-abc", Namespace: "ns", UID: "job-uid",
@@ -51,18 +51,18 @@ func TestJobSignatures(t *testing.T) {
 		{"a signature under another name does not verify", func(j *batchv1.Job) { j.Name = "other" }, key, false},
 		{"another controller owner does not verify", func(j *batchv1.Job) { j.OwnerReferences[0].UID = "other-owner" }, key, false},
 		{"another key does not verify", func(*batchv1.Job) {}, other, false},
-		{"an unsigned Job made after the key is not trusted", func(j *batchv1.Job) { delete(j.Annotations, AnnotationSignature) }, key, false},
-		{"an unsigned Job made before the key is trusted as the work of a controller that did not sign", func(j *batchv1.Job) {
+		{"an unsigned Job is not trusted", func(j *batchv1.Job) { delete(j.Annotations, AnnotationSignature) }, key, false},
+		{"an unsigned Job made before the key is not trusted for its age", func(j *batchv1.Job) {
 			delete(j.Annotations, AnnotationSignature)
 			j.CreationTimestamp = metav1.NewTime(time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC))
-		}, key, true},
+		}, key, false},
 		{"a signature of another scheme does not verify", func(j *batchv1.Job) { j.Annotations[AnnotationSignature] = "s0:x" }, key, false},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			job := signed()
 			tc.mutate(job)
-			if got := tc.key.Trusted(job); got != tc.want {
-				t.Fatalf("Trusted = %v, want %v", got, tc.want)
+			if got := tc.key.JobSigned(job); got != tc.want {
+				t.Fatalf("JobSigned = %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -90,7 +90,7 @@ func TestResultIntact(t *testing.T) {
 }
 
 func TestARunKeyHasThirtyTwoBytes(t *testing.T) {
-	if _, err := Of(make([]byte, 16), time.Time{}); err == nil {
+	if _, err := Of(make([]byte, 16)); err == nil {
 		t.Fatal("a 16-byte key was taken")
 	}
 	var zero Key

@@ -216,7 +216,7 @@ func makeRunKey(ctx context.Context, e *testenv.Env) (runkey.Key, error) {
 	if err != nil {
 		return runkey.Key{}, err
 	}
-	key, err := controller.LoadRunKey(ctx, c, c, serverNamespace)
+	key, err := controller.LoadRunKey(ctx, c, serverNamespace, serverNamespace)
 	if err != nil {
 		return runkey.Key{}, fmt.Errorf("making the run key: %w", err)
 	}

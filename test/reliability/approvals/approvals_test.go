@@ -379,7 +379,7 @@ func TestApprovalsAreWrittenOnlyByTheRunsAPIServer(t *testing.T) {
 
 // runKey is the run key the rows' plan Jobs are signed with, as the controller signs its Jobs.
 var runKey = func() runkey.Key {
-	key, err := runkey.Of([]byte(strings.Repeat("k", runkey.Size)), time.Time{})
+	key, err := runkey.Of([]byte(strings.Repeat("k", runkey.Size)))
 	if err != nil {
 		panic(err)
 	}

@@ -79,7 +79,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runKey, err := controller.NewRunKey(time.Time{})
+	runKey, err := controller.NewRunKey()
 	if err != nil {
 		t.Fatal(err)
 	}
