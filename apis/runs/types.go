@@ -10,15 +10,16 @@ type RunPhase string
 
 // The phases of a run.
 const (
-	// RunPhasePending: the Job has not started yet.
+	// RunPhasePending: the Job has no status.startTime yet.
 	RunPhasePending RunPhase = "Pending"
-	// RunPhaseRunning: the Job runs.
+	// RunPhaseRunning: the Job started and has neither a Complete nor a Failed condition.
 	RunPhaseRunning RunPhase = "Running"
 	// RunPhaseSucceeded: the Job completed.
 	RunPhaseSucceeded RunPhase = "Succeeded"
 	// RunPhaseFailed: the Job failed for any reason not listed below.
 	RunPhaseFailed RunPhase = "Failed"
-	// RunPhaseDeadlineExceeded: the Job's activeDeadlineSeconds stopped it.
+	// RunPhaseDeadlineExceeded: the Job's activeDeadlineSeconds stopped it, whatever the runner
+	// reported.
 	RunPhaseDeadlineExceeded RunPhase = "DeadlineExceeded"
 	// RunPhaseInterrupted: the runner was stopped from outside, not by the deadline.
 	RunPhaseInterrupted RunPhase = "Interrupted"
@@ -30,23 +31,26 @@ const (
 	RunPhasePlanUnreadable RunPhase = "PlanUnreadable"
 )
 
-// Retention says why a finished run is still kept, or that the next prune deletes it.
+// Retention says why a run is still kept, or that the next prune deletes it.
 type Retention string
 
 // The retention reasons.
 const (
 	// RetentionRunning: running Jobs are never pruned.
 	RetentionRunning Retention = "Running"
-	// RetentionNewestSuccess: the newest success of the operation is always kept.
+	// RetentionNewestSuccess: the newest success of the operation is kept whatever the history
+	// limits say, so that an older failure cannot pose as the operation's latest outcome.
 	RetentionNewestSuccess Retention = "NewestSuccess"
 	// RetentionUnresolvedFailure: the newest failure of the operation is kept while no newer
-	// success exists, because backoff counts it.
+	// success exists, because backoff and the cap on failed drift remediations count it.
 	RetentionUnresolvedFailure Retention = "UnresolvedFailure"
-	// RetentionWithinLimit: the run is within its operation's history limit.
+	// RetentionWithinLimit: the run is within its operation's successful or failed history
+	// limit, whichever its outcome counts against.
 	RetentionWithinLimit Retention = "WithinLimit"
 	// RetentionBeyondLimit: the run is beyond its history limit; the next prune deletes it.
 	RetentionBeyondLimit Retention = "BeyondLimit"
-	// RetentionUnknownOperation: the Job names no known operation, so pruning leaves it alone.
+	// RetentionUnknownOperation: the Job's operation label is missing or unknown, so no
+	// operation's history claims it and pruning leaves it alone.
 	RetentionUnknownOperation Retention = "UnknownOperation"
 )
 
@@ -188,7 +192,7 @@ type RunError struct {
 	Summary string `json:"summary,omitempty"`
 }
 
-// Changes counts what a run changed.
+// Changes counts what an apply, destroy or refresh changed.
 type Changes struct {
 	// add counts created resources.
 	Add int32 `json:"add"`
@@ -247,8 +251,8 @@ const (
 	// PlanSourcePlan: a plan Job under applyPolicy Manual; approving it writes
 	// captf.io/approve-plan=<plan hash> on the TerraformCluster.
 	PlanSourcePlan PlanSource = "Plan"
-	// PlanSourceChangedApply: an approved apply that planned something else; its new plan
-	// replaced the object's current plan and is approved like a plan Job's.
+	// PlanSourceChangedApply: an approved apply that planned something else; its result carries
+	// the new plan, which replaced the object's current plan and is approved like a plan Job's.
 	PlanSourceChangedApply PlanSource = "ChangedApply"
 	// PlanSourceBlockedApply: an apply that stopped before a destructive plan; approving it
 	// writes captf.io/approve-destructive-plan=<inputs hash>, which approves the inputs, not an

@@ -139,7 +139,7 @@ func schema_captf_apis_runs_v1alpha1_Changes(ref common.ReferenceCallback) commo
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "Changes counts what a run changed.",
+				Description: "Changes counts what an apply, destroy or refresh changed.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"add": {
@@ -498,7 +498,7 @@ func schema_captf_apis_runs_v1alpha1_PlanSpec(ref common.ReferenceCallback) comm
 					},
 					"source": {
 						SchemaProps: spec.SchemaProps{
-							Description: "source is Plan (a plan Job under applyPolicy Manual), ChangedApply (an approved apply that planned something else) or BlockedApply (an apply stopped before a destructive plan).\n\nPossible enum values:\n - `\"BlockedApply\"` : an apply that stopped before a destructive plan; approving it writes captf.io/approve-destructive-plan=<inputs hash>, which approves the inputs, not an exact plan.\n - `\"ChangedApply\"` : an approved apply that planned something else; its new plan replaced the object's current plan and is approved like a plan Job's.\n - `\"Plan\"` : a plan Job under applyPolicy Manual; approving it writes captf.io/approve-plan=<plan hash> on the TerraformCluster.",
+							Description: "source is Plan (a plan Job under applyPolicy Manual), ChangedApply (an approved apply that planned something else) or BlockedApply (an apply stopped before a destructive plan).\n\nPossible enum values:\n - `\"BlockedApply\"` : an apply that stopped before a destructive plan; approving it writes captf.io/approve-destructive-plan=<inputs hash>, which approves the inputs, not an exact plan.\n - `\"ChangedApply\"` : an approved apply that planned something else; its result carries the new plan, which replaced the object's current plan and is approved like a plan Job's.\n - `\"Plan\"` : a plan Job under applyPolicy Manual; approving it writes captf.io/approve-plan=<plan hash> on the TerraformCluster.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
@@ -873,7 +873,7 @@ func schema_captf_apis_runs_v1alpha1_RunStatus(ref common.ReferenceCallback) com
 				Properties: map[string]spec.Schema{
 					"phase": {
 						SchemaProps: spec.SchemaProps{
-							Description: "phase is Pending until the Job starts, then Running, and when it ends one of Succeeded, Failed, DeadlineExceeded, Interrupted, Blocked, PlanChanged or PlanUnreadable.\n\nPossible enum values:\n - `\"Blocked\"` : an apply stopped before a plan that deletes or replaces resources.\n - `\"DeadlineExceeded\"` : the Job's activeDeadlineSeconds stopped it.\n - `\"Failed\"` : the Job failed for any reason not listed below.\n - `\"Interrupted\"` : the runner was stopped from outside, not by the deadline.\n - `\"Pending\"` : the Job has not started yet.\n - `\"PlanChanged\"` : an approved apply found that its plan no longer matched.\n - `\"PlanUnreadable\"` : a plan Job completed without a readable plan.\n - `\"Running\"` : the Job runs.\n - `\"Succeeded\"` : the Job completed.",
+							Description: "phase is Pending until the Job starts, then Running, and when it ends one of Succeeded, Failed, DeadlineExceeded, Interrupted, Blocked, PlanChanged or PlanUnreadable.\n\nPossible enum values:\n - `\"Blocked\"` : an apply stopped before a plan that deletes or replaces resources.\n - `\"DeadlineExceeded\"` : the Job's activeDeadlineSeconds stopped it, whatever the runner reported.\n - `\"Failed\"` : the Job failed for any reason not listed below.\n - `\"Interrupted\"` : the runner was stopped from outside, not by the deadline.\n - `\"Pending\"` : the Job has no status.startTime yet.\n - `\"PlanChanged\"` : an approved apply found that its plan no longer matched.\n - `\"PlanUnreadable\"` : a plan Job completed without a readable plan.\n - `\"Running\"` : the Job started and has neither a Complete nor a Failed condition.\n - `\"Succeeded\"` : the Job completed.",
 							Type:        []string{"string"},
 							Format:      "",
 							Enum:        []interface{}{"Blocked", "DeadlineExceeded", "Failed", "Interrupted", "Pending", "PlanChanged", "PlanUnreadable", "Running", "Succeeded"},
@@ -919,7 +919,7 @@ func schema_captf_apis_runs_v1alpha1_RunStatus(ref common.ReferenceCallback) com
 					},
 					"retention": {
 						SchemaProps: spec.SchemaProps{
-							Description: "retention says why the run is still kept: Running, NewestSuccess, UnresolvedFailure, WithinLimit, BeyondLimit (the next prune deletes it) or UnknownOperation.\n\nPossible enum values:\n - `\"BeyondLimit\"` : the run is beyond its history limit; the next prune deletes it.\n - `\"NewestSuccess\"` : the newest success of the operation is always kept.\n - `\"Running\"` : running Jobs are never pruned.\n - `\"UnknownOperation\"` : the Job names no known operation, so pruning leaves it alone.\n - `\"UnresolvedFailure\"` : the newest failure of the operation is kept while no newer success exists, because backoff counts it.\n - `\"WithinLimit\"` : the run is within its operation's history limit.",
+							Description: "retention says why the run is still kept: Running, NewestSuccess, UnresolvedFailure, WithinLimit, BeyondLimit (the next prune deletes it) or UnknownOperation.\n\nPossible enum values:\n - `\"BeyondLimit\"` : the run is beyond its history limit; the next prune deletes it.\n - `\"NewestSuccess\"` : the newest success of the operation is kept whatever the history limits say, so that an older failure cannot pose as the operation's latest outcome.\n - `\"Running\"` : running Jobs are never pruned.\n - `\"UnknownOperation\"` : the Job's operation label is missing or unknown, so no operation's history claims it and pruning leaves it alone.\n - `\"UnresolvedFailure\"` : the newest failure of the operation is kept while no newer success exists, because backoff and the cap on failed drift remediations count it.\n - `\"WithinLimit\"` : the run is within its operation's successful or failed history limit, whichever its outcome counts against.",
 							Type:        []string{"string"},
 							Format:      "",
 							Enum:        []interface{}{"BeyondLimit", "NewestSuccess", "Running", "UnknownOperation", "UnresolvedFailure", "WithinLimit"},
