@@ -8,7 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Outcome is how a Job ended, or that it has not.
+// Outcome is how a Job ended, or that it has not. Each Outcome is spelled as the
+// runs.RunPhase of the same meaning, so that a run's phase is its Outcome converted.
 type Outcome string
 
 // The outcomes of a Job.

@@ -2,28 +2,8 @@ package jobs
 
 import (
 	batchv1 "k8s.io/api/batch/v1"
-)
 
-// Retention says why a retained Job is kept, or that pruning will remove it.
-type Retention string
-
-// The retention reasons.
-const (
-	// RetentionRunning: running Jobs are never pruned.
-	RetentionRunning Retention = "Running"
-	// RetentionNewestSuccess: the op's newest success stays whatever the limits say, so that an
-	// older failure cannot pose as the op's latest outcome.
-	RetentionNewestSuccess Retention = "NewestSuccess"
-	// RetentionUnresolvedFailure: the op's newest failure stays while no newer success exists,
-	// because backoff and the remediation cap count it.
-	RetentionUnresolvedFailure Retention = "UnresolvedFailure"
-	// RetentionWithinLimit: the Job is within its op's successful or failed history limit.
-	RetentionWithinLimit Retention = "WithinLimit"
-	// RetentionBeyondLimit: the Job is beyond its limit and the next prune deletes it.
-	RetentionBeyondLimit Retention = "BeyondLimit"
-	// RetentionUnknownOperation: the Job's op label is missing or unknown, so no op's history
-	// claims it and pruning leaves it alone.
-	RetentionUnknownOperation Retention = "UnknownOperation"
+	"github.com/captf/captf/apis/runs"
 )
 
 // Prune returns the names of the Jobs to delete, given the retained Jobs of one object: per op,
@@ -41,7 +21,7 @@ func Prune(jobs []batchv1.Job, limits Limits) []string {
 		opJobs := OpJobs(jobs, op)
 		reasons := opRetentions(opJobs, limits)
 		for i := len(opJobs) - 1; i >= 0; i-- {
-			if reasons[i] == RetentionBeyondLimit {
+			if reasons[i] == runs.RetentionBeyondLimit {
 				names = append(names, opJobs[i].Name)
 			}
 		}
@@ -49,12 +29,12 @@ func Prune(jobs []batchv1.Job, limits Limits) []string {
 	return names
 }
 
-// Retentions returns the Retention of every Job in jobs, by name, computed by the same rule as
+// Retentions returns the runs.Retention of every Job in jobs, by name, by the same rule as
 // Prune: a Job is BeyondLimit exactly when Prune returns it.
-func Retentions(jobs []batchv1.Job, limits Limits) map[string]Retention {
-	out := make(map[string]Retention, len(jobs))
+func Retentions(jobs []batchv1.Job, limits Limits) map[string]runs.Retention {
+	out := make(map[string]runs.Retention, len(jobs))
 	for i := range jobs {
-		out[jobs[i].Name] = RetentionUnknownOperation
+		out[jobs[i].Name] = runs.RetentionUnknownOperation
 	}
 	for _, op := range Ops() {
 		opJobs := OpJobs(jobs, op)
@@ -67,20 +47,20 @@ func Retentions(jobs []batchv1.Job, limits Limits) map[string]Retention {
 
 // opRetentions classifies the newest-first Jobs of one op, index for index. An exemption wins
 // over WithinLimit, since it holds whatever the limits are.
-func opRetentions(newestFirst []*batchv1.Job, limits Limits) []Retention {
-	out := make([]Retention, len(newestFirst))
+func opRetentions(newestFirst []*batchv1.Job, limits Limits) []runs.Retention {
+	out := make([]runs.Retention, len(newestFirst))
 	successes, failures := 0, 0
 	for i, j := range newestFirst {
 		o := OutcomeOf(j)
 		switch {
 		case !o.Finished():
-			out[i] = RetentionRunning
+			out[i] = runs.RetentionRunning
 		case o.Succeeded():
-			out[i] = bucketRetention(successes, limits.Successful(), RetentionNewestSuccess)
+			out[i] = bucketRetention(successes, limits.Successful(), runs.RetentionNewestSuccess)
 			successes++
 		default:
 			// Only a failure with no success before it (newer, in this order) is unresolved.
-			exempt := RetentionUnresolvedFailure
+			exempt := runs.RetentionUnresolvedFailure
 			if successes > 0 {
 				exempt = ""
 			}
@@ -93,12 +73,12 @@ func opRetentions(newestFirst []*batchv1.Job, limits Limits) []Retention {
 
 // bucketRetention classifies the Job at position pos (0 = newest) of a bucket. The newest of
 // the bucket gets exempt, when one is given.
-func bucketRetention(pos, limit int, exempt Retention) Retention {
+func bucketRetention(pos, limit int, exempt runs.Retention) runs.Retention {
 	switch {
 	case pos == 0 && exempt != "":
 		return exempt
 	case pos < limit:
-		return RetentionWithinLimit
+		return runs.RetentionWithinLimit
 	}
-	return RetentionBeyondLimit
+	return runs.RetentionBeyondLimit
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/captf/captf/apis/runs"
 )
 
 // series returns attempts from..to of op, all in one state.
@@ -27,7 +29,7 @@ func TestPrune(t *testing.T) {
 		failed     *int32
 		want       []string
 		// reasons of some retained Jobs
-		reasons map[string]Retention
+		reasons map[string]runs.Retention
 	}{
 		{
 			name: "nothing beyond the default limits of 3 is pruned",
@@ -38,16 +40,16 @@ func TestPrune(t *testing.T) {
 			name: "successes beyond the successful limit go, oldest first",
 			jobs: series(OpApply, 1, 5, succeeded),
 			want: []string{"apply-a1", "apply-a2"},
-			reasons: map[string]Retention{
-				"apply-a5": RetentionNewestSuccess, "apply-a4": RetentionWithinLimit, "apply-a2": RetentionBeyondLimit,
+			reasons: map[string]runs.Retention{
+				"apply-a5": runs.RetentionNewestSuccess, "apply-a4": runs.RetentionWithinLimit, "apply-a2": runs.RetentionBeyondLimit,
 			},
 		},
 		{
 			name: "failures beyond the failed limit go, oldest first",
 			jobs: series(OpApply, 1, 5, failed),
 			want: []string{"apply-a1", "apply-a2"},
-			reasons: map[string]Retention{
-				"apply-a5": RetentionUnresolvedFailure, "apply-a3": RetentionWithinLimit, "apply-a1": RetentionBeyondLimit,
+			reasons: map[string]runs.Retention{
+				"apply-a5": runs.RetentionUnresolvedFailure, "apply-a3": runs.RetentionWithinLimit, "apply-a1": runs.RetentionBeyondLimit,
 			},
 		},
 		{
@@ -67,8 +69,8 @@ func TestPrune(t *testing.T) {
 			jobs:   concat(series(OpApply, 1, 2, succeeded), series(OpApply, 3, 4, failed)),
 			failed: limit(0), successful: limit(0),
 			want: []string{"apply-a1", "apply-a3"},
-			reasons: map[string]Retention{
-				"apply-a2": RetentionNewestSuccess, "apply-a4": RetentionUnresolvedFailure,
+			reasons: map[string]runs.Retention{
+				"apply-a2": runs.RetentionNewestSuccess, "apply-a4": runs.RetentionUnresolvedFailure,
 			},
 		},
 		{
@@ -82,8 +84,8 @@ func TestPrune(t *testing.T) {
 			jobs:   concat(series(OpApply, 1, 1, succeeded), series(OpApply, 2, 9, failed)),
 			failed: limit(3),
 			want:   []string{"apply-a2", "apply-a3", "apply-a4", "apply-a5", "apply-a6"},
-			reasons: map[string]Retention{
-				"apply-a1": RetentionNewestSuccess, "apply-a9": RetentionUnresolvedFailure,
+			reasons: map[string]runs.Retention{
+				"apply-a1": runs.RetentionNewestSuccess, "apply-a9": runs.RetentionUnresolvedFailure,
 			},
 		},
 		{
@@ -91,8 +93,8 @@ func TestPrune(t *testing.T) {
 			jobs:   concat(series(OpApply, 1, 2, succeeded), series(OpApply, 3, 3, running)),
 			failed: limit(0), successful: limit(1),
 			want: []string{"apply-a1"},
-			reasons: map[string]Retention{
-				"apply-a3": RetentionRunning, "apply-a2": RetentionNewestSuccess,
+			reasons: map[string]runs.Retention{
+				"apply-a3": runs.RetentionRunning, "apply-a2": runs.RetentionNewestSuccess,
 			},
 		},
 		{
@@ -130,8 +132,8 @@ func TestPrune(t *testing.T) {
 			jobs:   jobs(mkJob(OpApply, 1, failed, label(LabelOp, "import"))),
 			failed: limit(0),
 			want:   []string{},
-			reasons: map[string]Retention{
-				"apply-a1": RetentionUnknownOperation,
+			reasons: map[string]runs.Retention{
+				"apply-a1": runs.RetentionUnknownOperation,
 			},
 		},
 		{
@@ -160,7 +162,7 @@ func TestPrune(t *testing.T) {
 			// One rule, not two: BeyondLimit is exactly what Prune returns.
 			var beyond []string
 			for name, r := range reasons {
-				if r == RetentionBeyondLimit {
+				if r == runs.RetentionBeyondLimit {
 					beyond = append(beyond, name)
 				}
 			}

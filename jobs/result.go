@@ -24,8 +24,10 @@ const (
 	maxWordBytes = 128
 )
 
-// ResourceChange is one resource of a plan or drift: its address and its actions in plan order
-// (create, update, delete, ...).
+// ResourceChange is one resource of a plan or of drift: its address and its actions in plan
+// order (create, update, delete, ...). Like Changes, it is part of the runner result and of the
+// captf.io/result annotation, not the runs API's type: those formats keep reading what older
+// runners and controllers wrote, whatever the API's internal types become.
 type ResourceChange struct {
 	// Address is the resource address, e.g. module.net.aws_vpc.this.
 	Address string `json:"address"`
@@ -33,7 +35,8 @@ type ResourceChange struct {
 	Actions []string `json:"actions,omitempty"`
 }
 
-// Changes counts what an apply, destroy or refresh changed.
+// Changes counts what an apply, destroy or refresh changed, as the runner result and the
+// captf.io/result annotation carry it; the runs API shows it as runs.Changes.
 type Changes struct {
 	// Add counts created resources.
 	Add int `json:"add"`

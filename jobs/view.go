@@ -8,6 +8,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/captf/captf/apis/runs"
 )
 
 // TargetGroup is the API group of the kinds that run Jobs.
@@ -16,25 +18,15 @@ const TargetGroup = "infrastructure.cluster.x-k8s.io"
 // TargetAPIVersion is the apiVersion of the kinds that run Jobs.
 const TargetAPIVersion = TargetGroup + "/v1alpha1"
 
-// Target is the object a Job runs for.
-type Target struct {
-	// APIVersion is the object's apiVersion.
-	APIVersion string
-	// Kind is the object's kind.
-	Kind Kind
-	// Name is the object's name.
-	Name string
-}
-
 // TargetOf returns the object a Job runs for: the one ControllerOf names, since the owner-name
 // label is hashed for long names; otherwise the owner labels with TargetAPIVersion. The labels
 // are only what the Job claims: whether it is a run of any object at all is ControllerOf's to
 // say.
-func TargetOf(job *batchv1.Job) Target {
+func TargetOf(job *batchv1.Job) runs.Target {
 	if t, _, ok := ControllerOf(job); ok {
 		return t
 	}
-	return Target{APIVersion: TargetAPIVersion, Kind: Kind(job.Labels[LabelOwnerKind]), Name: job.Labels[LabelOwnerName]}
+	return runs.Target{APIVersion: TargetAPIVersion, Kind: job.Labels[LabelOwnerKind], Name: job.Labels[LabelOwnerName]}
 }
 
 // IsTargetReference reports whether an owner reference of apiVersion and kind names an object
@@ -49,12 +41,12 @@ func IsTargetReference(apiVersion, kind string) bool {
 // other Job, however it is labelled: anyone who may create Jobs can copy the captf labels, but
 // a Job counts as an object's run (its history, attempts, backoff, plans and approvals) only
 // through the controller reference the controller sets to the object's UID.
-func ControllerOf(job *batchv1.Job) (target Target, uid types.UID, ok bool) {
+func ControllerOf(job *batchv1.Job) (target runs.Target, uid types.UID, ok bool) {
 	ref := metav1.GetControllerOfNoCopy(job)
 	if ref == nil || !IsTargetReference(ref.APIVersion, ref.Kind) {
-		return Target{}, "", false
+		return runs.Target{}, "", false
 	}
-	return Target{APIVersion: ref.APIVersion, Kind: Kind(ref.Kind), Name: ref.Name}, ref.UID, true
+	return runs.Target{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name}, ref.UID, true
 }
 
 // IsRunOf reports whether job is a run of the object with uid: ControllerOf names that UID.
@@ -82,28 +74,11 @@ func RunsOf(retained []batchv1.Job, uid types.UID) []batchv1.Job {
 	return retained
 }
 
-// Phase is the phase of a run as the API shows it: an Outcome, or Pending before the Job starts.
-type Phase string
-
-// The phases of a run: Pending, then the Outcome of the same name.
-const (
-	// PhasePending: the Job has no status.startTime yet.
-	PhasePending          Phase = "Pending"
-	PhaseRunning          Phase = Phase(OutcomeRunning)
-	PhaseSucceeded        Phase = Phase(OutcomeSucceeded)
-	PhaseFailed           Phase = Phase(OutcomeFailed)
-	PhaseDeadlineExceeded Phase = Phase(OutcomeDeadlineExceeded)
-	PhaseInterrupted      Phase = Phase(OutcomeInterrupted)
-	PhaseBlocked          Phase = Phase(OutcomeBlocked)
-	PhasePlanChanged      Phase = Phase(OutcomePlanChanged)
-	PhasePlanUnreadable   Phase = Phase(OutcomePlanUnreadable)
-)
-
 // RunView is everything the runs API computes about one retained Job, so the API server only
 // converts it to its types.
 type RunView struct {
 	// Target is the object the Job runs for.
-	Target Target
+	Target runs.Target
 	// Operation is the Job's op; "" when its label is missing or unknown.
 	Operation Op
 	// Attempt is the Job's attempt number; 0 when its label is missing, unparsable or out of
@@ -117,7 +92,7 @@ type RunView struct {
 	ApprovedPlan string
 
 	// Phase is Pending until the Job starts, then its Outcome.
-	Phase Phase
+	Phase runs.RunPhase
 	// StartTime is the Job's status.startTime.
 	StartTime *metav1.Time
 	// CompletionTime is when the Job finished; see FinishedAt.
@@ -134,7 +109,7 @@ type RunView struct {
 	// BackoffActive is set when now is inside Backoff.
 	BackoffActive bool
 	// Retention says why the Job is still retained; see Retentions.
-	Retention Retention
+	Retention runs.Retention
 
 	// Error, Changes and Drift come from the Job's result summary.
 	Error *ErrorSummary
@@ -163,7 +138,7 @@ func ViewRun(job batchv1.Job, retained []batchv1.Job, limits Limits, now time.Ti
 type History struct {
 	jobs      []batchv1.Job
 	byName    map[string]int
-	retention []Retention
+	retention []runs.Retention
 	retry     []int
 	// backoff is the op's backoff window, by the index of the op's newest counted failure.
 	backoff map[int]BackoffWindow
@@ -175,7 +150,7 @@ func NewHistory(retained []batchv1.Job, limits Limits) *History {
 	h := &History{
 		jobs:      retained,
 		byName:    make(map[string]int, len(retained)),
-		retention: make([]Retention, len(retained)),
+		retention: make([]runs.Retention, len(retained)),
 		retry:     make([]int, len(retained)),
 		backoff:   map[int]BackoffWindow{},
 	}
@@ -183,7 +158,7 @@ func NewHistory(retained []batchv1.Job, limits Limits) *History {
 	for i := range retained {
 		index[&retained[i]] = i
 		h.byName[retained[i].Name] = i
-		h.retention[i] = RetentionUnknownOperation
+		h.retention[i] = runs.RetentionUnknownOperation
 		h.retry[i] = 1
 	}
 	for _, op := range Ops() {
@@ -227,14 +202,14 @@ func (h *History) ViewRun(i int, now time.Time) RunView {
 		InputsHash:          job.Annotations[AnnotationInputsHash],
 		DriftRemediation:    hasMark(job.Annotations, AnnotationDriftRemediation),
 		ApprovedPlan:        job.Annotations[AnnotationApprovedPlan],
-		Phase:               Phase(outcome),
+		Phase:               runs.RunPhase(outcome),
 		StartTime:           job.Status.StartTime,
 		RetryNumber:         h.retry[i],
 		CountsTowardBackoff: outcome.CountsAsFailure(),
 		Retention:           h.retention[i],
 	}
 	if !outcome.Finished() && job.Status.StartTime == nil {
-		v.Phase = PhasePending
+		v.Phase = runs.RunPhasePending
 	}
 
 	started, hasStart := StartedAt(job)
@@ -243,7 +218,7 @@ func (h *History) ViewRun(i int, now time.Time) RunView {
 		v.CompletionTime = &metav1.Time{Time: finished}
 	}
 	switch {
-	case v.Phase == PhasePending || !hasStart:
+	case v.Phase == runs.RunPhasePending || !hasStart:
 		// Not started: no duration yet.
 	case hasFinish:
 		v.Duration = max(finished.Sub(started), 0)
@@ -295,47 +270,6 @@ func summaryOf(job *batchv1.Job) (s Summary, ok bool, err error) {
 	return s, true, err
 }
 
-// PlanSource says what a plan comes from.
-type PlanSource string
-
-// The plan sources.
-const (
-	// PlanSourcePlan: a plan Job under applyPolicy Manual; approved with
-	// captf.io/approve-plan=<plan hash>.
-	PlanSourcePlan PlanSource = "Plan"
-	// PlanSourceChangedApply: an approved apply that planned something else; its result carries
-	// the new plan, which replaced the object's current plan and is approved like a plan Job's.
-	PlanSourceChangedApply PlanSource = "ChangedApply"
-	// PlanSourceBlockedApply: a guarded apply that stopped before a destructive plan; approved
-	// with captf.io/approve-destructive-plan=<inputs hash>, which approves the inputs, not an
-	// exact plan.
-	PlanSourceBlockedApply PlanSource = "BlockedApply"
-)
-
-// PlanPhase is the phase of a plan.
-type PlanPhase string
-
-// The phases of a plan.
-const (
-	// PlanPhasePlanning: the plan Job runs, or its result is not recorded yet.
-	PlanPhasePlanning PlanPhase = "Planning"
-	// PlanPhaseAwaitingApproval: the plan is the object's current one and not approved.
-	PlanPhaseAwaitingApproval PlanPhase = "AwaitingApproval"
-	// PlanPhaseApproved: the approval names the plan and no apply of it has succeeded yet.
-	PlanPhaseApproved PlanPhase = "Approved"
-	// PlanPhaseApplied: an apply of the plan succeeded.
-	PlanPhaseApplied PlanPhase = "Applied"
-	// PlanPhaseSuperseded: the plan is not the object's current one any more.
-	PlanPhaseSuperseded PlanPhase = "Superseded"
-	// PlanPhaseChanged: the approved apply found a different plan, which replaced this one.
-	PlanPhaseChanged PlanPhase = "Changed"
-	// PlanPhaseFailed: the plan Job failed, or succeeded without a readable plan.
-	PlanPhaseFailed PlanPhase = "Failed"
-	// PlanPhaseUnverified: the plan's Job does not pass PlanOwner.Verify: someone other than
-	// the controller changed what it says, so nothing it shows can be approved.
-	PlanPhaseUnverified PlanPhase = "Unverified"
-)
-
 // CurrentPlan is the object's status.plan: the plan waiting for approval.
 type CurrentPlan struct {
 	// InputsHash is the inputs hash the plan was made from.
@@ -375,11 +309,11 @@ type PlanOwner struct {
 // PlanView is everything the plans API computes about one plan.
 type PlanView struct {
 	// Target is the object the plan is for.
-	Target Target
+	Target runs.Target
 	// Source says what the plan comes from.
-	Source PlanSource
+	Source runs.PlanSource
 	// Phase is the plan's phase.
-	Phase PlanPhase
+	Phase runs.PlanPhase
 	// InputsHash is the inputs hash the plan was made from.
 	InputsHash string
 	// PlanHash is the plan's p3: hash, when the run reported one.
@@ -409,14 +343,14 @@ type PlanView struct {
 
 // PlanSourceOf returns what plan job carries, and false when it carries none: a plan Job, an
 // apply that reported plan-changed, or an apply blocked before a destructive plan.
-func PlanSourceOf(job *batchv1.Job) (PlanSource, bool) {
+func PlanSourceOf(job *batchv1.Job) (runs.PlanSource, bool) {
 	switch op, outcome := OpOf(job), OutcomeOf(job); {
 	case op == OpPlan:
-		return PlanSourcePlan, true
+		return runs.PlanSourcePlan, true
 	case op == OpApply && outcome == OutcomePlanChanged:
-		return PlanSourceChangedApply, true
+		return runs.PlanSourceChangedApply, true
 	case op == OpApply && outcome == OutcomeBlocked:
-		return PlanSourceBlockedApply, true
+		return runs.PlanSourceBlockedApply, true
 	}
 	return "", false
 }
@@ -463,31 +397,31 @@ func ViewPlan(job batchv1.Job, retained []batchv1.Job, owner PlanOwner) (PlanVie
 
 	approval := owner.ApprovePlan
 	switch source {
-	case PlanSourceBlockedApply:
+	case runs.PlanSourceBlockedApply:
 		v.Destructive = true
 		v.ApprovalHash = v.InputsHash
 		approval = owner.ApproveDestructivePlan
 		v.Phase = blockedApplyPhase(&job, retained, owner)
-	case PlanSourcePlan:
+	case runs.PlanSourcePlan:
 		if v.PlanHash == "" && owner.Plan != nil && owner.Plan.Job == job.Name {
 			// Bookkeeping records status.plan before the result annotation is read back.
 			v.PlanHash = owner.Plan.PlanHash
 		}
 		v.ApprovalHash = v.PlanHash
 		v.Phase = planJobPhase(&job, v.PlanHash, hasSummary, retained, owner)
-	case PlanSourceChangedApply:
+	case runs.PlanSourceChangedApply:
 		v.ApprovalHash = v.PlanHash
-		v.Phase = PlanPhaseFailed
+		v.Phase = runs.PlanPhaseFailed
 		if v.PlanHash != "" {
 			v.Phase = approvedPlanPhase(&job, v.PlanHash, retained, owner)
 		}
 	}
 	if owner.Verify != nil && !owner.Verify(&job) {
-		v.Phase = PlanPhaseUnverified
+		v.Phase = runs.PlanPhaseUnverified
 	}
 	if approval != "" && approval == v.ApprovalHash {
 		v.ApprovedBy, v.ApprovedAt = owner.ApprovedBy, owner.ApprovedAt
-	} else if v.Phase == PlanPhaseApplied {
+	} else if v.Phase == runs.PlanPhaseApplied {
 		// The approval was consumed by the apply; the apply Job carries who gave it.
 		v.ApprovedBy, v.ApprovedAt = appliedApproval(&job, v.ApprovalHash, source, retained)
 	}
@@ -497,13 +431,13 @@ func ViewPlan(job batchv1.Job, retained []batchv1.Job, owner PlanOwner) (PlanVie
 // appliedApproval returns who approved the plan of job, as recorded on the apply Job that
 // applied it: one with the approved plan hash, or for a blocked apply a later successful apply
 // of the same inputs.
-func appliedApproval(job *batchv1.Job, hash string, source PlanSource, retained []batchv1.Job) (string, *metav1.Time) {
+func appliedApproval(job *batchv1.Job, hash string, source runs.PlanSource, retained []batchv1.Job) (string, *metav1.Time) {
 	for _, a := range OpJobs(retained, OpApply) {
 		if a.Name == job.Name || !OutcomeOf(a).Succeeded() || a.Annotations[AnnotationApprovedBy] == "" {
 			continue
 		}
 		matches := a.Annotations[AnnotationApprovedPlan] == hash
-		if source == PlanSourceBlockedApply {
+		if source == runs.PlanSourceBlockedApply {
 			matches = a.Annotations[AnnotationInputsHash] == hash && newer(a, job)
 		}
 		if !matches {
@@ -515,23 +449,23 @@ func appliedApproval(job *batchv1.Job, hash string, source PlanSource, retained 
 }
 
 // planJobPhase is the phase of a plan Job with the given hash.
-func planJobPhase(job *batchv1.Job, hash string, hasSummary bool, retained []batchv1.Job, owner PlanOwner) PlanPhase {
+func planJobPhase(job *batchv1.Job, hash string, hasSummary bool, retained []batchv1.Job, owner PlanOwner) runs.PlanPhase {
 	switch outcome := OutcomeOf(job); {
 	case !outcome.Finished():
-		return PlanPhasePlanning
+		return runs.PlanPhasePlanning
 	case !outcome.Succeeded():
-		return PlanPhaseFailed
+		return runs.PlanPhaseFailed
 	case hash == "" && (hasSummary || hasMark(job.Annotations, AnnotationBookkept)):
 		// Bookkept without a hash: the plan is unreadable even if the mark is missing.
-		return PlanPhaseFailed
+		return runs.PlanPhaseFailed
 	case hash == "":
-		return PlanPhasePlanning
+		return runs.PlanPhasePlanning
 	}
 	return approvedPlanPhase(job, hash, retained, owner)
 }
 
 // approvedPlanPhase is the phase of a finished plan with a hash, from "Applied" on.
-func approvedPlanPhase(job *batchv1.Job, hash string, retained []batchv1.Job, owner PlanOwner) PlanPhase {
+func approvedPlanPhase(job *batchv1.Job, hash string, retained []batchv1.Job, owner PlanOwner) runs.PlanPhase {
 	changed := false
 	for _, a := range OpJobs(retained, OpApply) {
 		if a.Name == job.Name || a.Annotations[AnnotationApprovedPlan] != hash || a.CreationTimestamp.Before(&job.CreationTimestamp) {
@@ -539,7 +473,7 @@ func approvedPlanPhase(job *batchv1.Job, hash string, retained []batchv1.Job, ow
 		}
 		switch OutcomeOf(a) {
 		case OutcomeSucceeded:
-			return PlanPhaseApplied
+			return runs.PlanPhaseApplied
 		case OutcomePlanChanged:
 			changed = true
 		}
@@ -549,17 +483,17 @@ func approvedPlanPhase(job *batchv1.Job, hash string, retained []batchv1.Job, ow
 		(owner.CurrentInputsHash == "" || p.InputsHash == owner.CurrentInputsHash)
 	switch {
 	case changed:
-		return PlanPhaseChanged
+		return runs.PlanPhaseChanged
 	case !current:
-		return PlanPhaseSuperseded
+		return runs.PlanPhaseSuperseded
 	case owner.ApprovePlan == hash || hash == EmptyPlanHash:
-		return PlanPhaseApproved
+		return runs.PlanPhaseApproved
 	}
-	return PlanPhaseAwaitingApproval
+	return runs.PlanPhaseAwaitingApproval
 }
 
 // blockedApplyPhase is the phase of an apply blocked before a destructive plan.
-func blockedApplyPhase(job *batchv1.Job, retained []batchv1.Job, owner PlanOwner) PlanPhase {
+func blockedApplyPhase(job *batchv1.Job, retained []batchv1.Job, owner PlanOwner) runs.PlanPhase {
 	hash := job.Annotations[AnnotationInputsHash]
 	superseded := owner.CurrentInputsHash != "" && owner.CurrentInputsHash != hash
 	for _, a := range OpJobs(retained, OpApply) {
@@ -569,18 +503,18 @@ func blockedApplyPhase(job *batchv1.Job, retained []batchv1.Job, owner PlanOwner
 		sameInputs := a.Annotations[AnnotationInputsHash] == hash
 		switch outcome := OutcomeOf(a); {
 		case sameInputs && outcome == OutcomeSucceeded:
-			return PlanPhaseApplied
+			return runs.PlanPhaseApplied
 		case !sameInputs, outcome == OutcomeBlocked:
 			superseded = true
 		}
 	}
 	switch {
 	case superseded:
-		return PlanPhaseSuperseded
+		return runs.PlanPhaseSuperseded
 	case hash != "" && owner.ApproveDestructivePlan == hash:
-		return PlanPhaseApproved
+		return runs.PlanPhaseApproved
 	}
-	return PlanPhaseAwaitingApproval
+	return runs.PlanPhaseAwaitingApproval
 }
 
 // ApprovalVerdict is the outcome of an approval request.
@@ -633,16 +567,16 @@ func PlanApprovalCheck(job *batchv1.Job, retained []batchv1.Job, owner PlanOwner
 		return ApprovalDecision{Verdict: ApprovalConflict, Message: fmt.Sprintf("plan %q ", job.Name) + fmt.Sprintf(format, args...)}
 	}
 	switch v.Phase {
-	case PlanPhaseAwaitingApproval, PlanPhaseApproved:
-	case PlanPhasePlanning:
+	case runs.PlanPhaseAwaitingApproval, runs.PlanPhaseApproved:
+	case runs.PlanPhasePlanning:
 		return conflict("is still planning; approve it once it awaits approval")
-	case PlanPhaseApplied:
+	case runs.PlanPhaseApplied:
 		return conflict("was already applied")
-	case PlanPhaseChanged:
+	case runs.PlanPhaseChanged:
 		return conflict("changed when it was applied; approve the new plan of %s", target)
-	case PlanPhaseFailed:
+	case runs.PlanPhaseFailed:
 		return conflict("failed and cannot be approved")
-	case PlanPhaseUnverified:
+	case runs.PlanPhaseUnverified:
 		return conflict("cannot be approved: the signature of Job %s does not verify, so someone other than the controller changed it; "+
 			"make a new plan (kubectl captf replan %s) and review that one", job.Name, v.Target.Name)
 	default:
@@ -655,7 +589,7 @@ func PlanApprovalCheck(job *batchv1.Job, retained []batchv1.Job, owner PlanOwner
 		return conflict("has hash %s, not %s; review the plan again", v.ApprovalHash, planHash)
 	}
 	key := AnnotationApprovePlan
-	if v.Source == PlanSourceBlockedApply {
+	if v.Source == runs.PlanSourceBlockedApply {
 		key = AnnotationApproveDestructivePlan
 	}
 	return ApprovalDecision{

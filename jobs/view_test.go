@@ -11,6 +11,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/captf/captf/apis/runs"
 )
 
 func TestViewRun(t *testing.T) {
@@ -40,7 +42,7 @@ func TestViewRun(t *testing.T) {
 			name: "a Job that has not started is Pending, with no start and no duration",
 			job:  mkJob(OpApply, 1, pending), now: at(30),
 			check: func(t *testing.T, v RunView) {
-				if v.Phase != PhasePending || v.StartTime != nil || v.Duration != 0 || v.CompletionTime != nil {
+				if v.Phase != runs.RunPhasePending || v.StartTime != nil || v.Duration != 0 || v.CompletionTime != nil {
 					t.Errorf("view %+v", v)
 				}
 			},
@@ -49,7 +51,7 @@ func TestViewRun(t *testing.T) {
 			name: "a running Job's duration runs to now",
 			job:  history[4], retained: history, now: at(13),
 			check: func(t *testing.T, v RunView) {
-				if v.Phase != PhaseRunning || v.Duration != 3*time.Minute || v.Retention != RetentionRunning {
+				if v.Phase != runs.RunPhaseRunning || v.Duration != 3*time.Minute || v.Retention != runs.RetentionRunning {
 					t.Errorf("view %+v", v)
 				}
 			},
@@ -58,7 +60,7 @@ func TestViewRun(t *testing.T) {
 			name: "a finished Job's duration runs from start to finish, whatever now is",
 			job:  history[0], retained: history, now: at(500),
 			check: func(t *testing.T, v RunView) {
-				if v.Phase != PhaseSucceeded || v.Duration != 5*time.Minute || !v.CompletionTime.Time.Equal(at(15)) || !v.StartTime.Time.Equal(at(10)) {
+				if v.Phase != runs.RunPhaseSucceeded || v.Duration != 5*time.Minute || !v.CompletionTime.Time.Equal(at(15)) || !v.StartTime.Time.Equal(at(10)) {
 					t.Errorf("view %+v", v)
 				}
 			},
@@ -67,7 +69,7 @@ func TestViewRun(t *testing.T) {
 			name: "the target comes from the controller owner reference, since a long name's label is hashed",
 			job:  mkJob(OpApply, 1, running, ownedBy(KindMachinePool, long), label(LabelOwnerName, LabelValue(long))),
 			check: func(t *testing.T, v RunView) {
-				if v.Target != (Target{APIVersion: TargetAPIVersion, Kind: KindMachinePool, Name: long}) {
+				if v.Target != (runs.Target{APIVersion: TargetAPIVersion, Kind: string(KindMachinePool), Name: long}) {
 					t.Errorf("target %+v", v.Target)
 				}
 			},
@@ -76,7 +78,7 @@ func TestViewRun(t *testing.T) {
 			name: "without an owner reference the target comes from the owner labels",
 			job:  mkJob(OpApply, 1, running),
 			check: func(t *testing.T, v RunView) {
-				if v.Target != (Target{APIVersion: TargetAPIVersion, Kind: KindCluster, Name: "web"}) {
+				if v.Target != (runs.Target{APIVersion: TargetAPIVersion, Kind: string(KindCluster), Name: "web"}) {
 					t.Errorf("target %+v", v.Target)
 				}
 			},
@@ -99,7 +101,7 @@ func TestViewRun(t *testing.T) {
 				if v.Backoff == nil || v.Backoff.Failures != want.Failures || v.Backoff.Delay != want.Delay || !v.Backoff.RetryAfter.Equal(want.RetryAfter) || !v.BackoffActive {
 					t.Errorf("backoff %+v active %v, want %+v active", v.Backoff, v.BackoffActive, want)
 				}
-				if v.Phase != PhaseDeadlineExceeded || !v.CountsTowardBackoff || v.RetryNumber != 2 {
+				if v.Phase != runs.RunPhaseDeadlineExceeded || !v.CountsTowardBackoff || v.RetryNumber != 2 {
 					t.Errorf("view %+v", v)
 				}
 			},
@@ -126,7 +128,7 @@ func TestViewRun(t *testing.T) {
 			name: "an interrupted Job counts toward nothing",
 			job:  history[2], retained: history, now: at(46),
 			check: func(t *testing.T, v RunView) {
-				if v.Phase != PhaseInterrupted || v.CountsTowardBackoff || v.Backoff != nil || v.RetryNumber != 2 {
+				if v.Phase != runs.RunPhaseInterrupted || v.CountsTowardBackoff || v.Backoff != nil || v.RetryNumber != 2 {
 					t.Errorf("view %+v", v)
 				}
 			},
@@ -135,7 +137,7 @@ func TestViewRun(t *testing.T) {
 			name: "the retention reason is the one pruning uses",
 			job:  history[1], retained: history, limits: Limits{FailedJobsHistoryLimit: limit(1)},
 			check: func(t *testing.T, v RunView) {
-				if v.Retention != RetentionBeyondLimit {
+				if v.Retention != runs.RetentionBeyondLimit {
 					t.Errorf("retention %s", v.Retention)
 				}
 			},
@@ -154,7 +156,7 @@ func TestViewRun(t *testing.T) {
 			name: "an unreadable result summary is flagged, and the rest of the view stands",
 			job:  mkJob(OpApply, 1, failed, annotate(AnnotationResult, "{not json")),
 			check: func(t *testing.T, v RunView) {
-				if !v.ResultUnreadable || v.Error != nil || v.Phase != PhaseFailed {
+				if !v.ResultUnreadable || v.Error != nil || v.Phase != runs.RunPhaseFailed {
 					t.Errorf("view %+v", v)
 				}
 			},
@@ -163,7 +165,7 @@ func TestViewRun(t *testing.T) {
 			name: "a Job missing from the retained list is viewed among them",
 			job:  mkJob(OpApply, 5, failed), retained: history, now: at(56),
 			check: func(t *testing.T, v RunView) {
-				if v.RetryNumber != 3 || v.Backoff == nil || v.Backoff.Failures != 3 || v.Retention != RetentionUnresolvedFailure {
+				if v.RetryNumber != 3 || v.Backoff == nil || v.Backoff.Failures != 3 || v.Retention != runs.RetentionUnresolvedFailure {
 					t.Errorf("view %+v backoff %+v", v, v.Backoff)
 				}
 			},
@@ -173,6 +175,32 @@ func TestViewRun(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.check(t, ViewRun(tt.job, tt.retained, tt.limits, tt.now))
 		})
+	}
+}
+
+// TestViewRun_EveryOutcomeIsTheRunPhaseOfItsName checks the phase of a Job in every state: a
+// view converts the Job's Outcome to a runs.RunPhase, which is right only while every Outcome is
+// spelled as the phase of the same meaning.
+func TestViewRun_EveryOutcomeIsTheRunPhaseOfItsName(t *testing.T) {
+	tests := []struct {
+		op   Op
+		st   state
+		want runs.RunPhase
+	}{
+		{OpApply, pending, runs.RunPhasePending},
+		{OpApply, running, runs.RunPhaseRunning},
+		{OpApply, succeeded, runs.RunPhaseSucceeded},
+		{OpApply, failed, runs.RunPhaseFailed},
+		{OpApply, deadline, runs.RunPhaseDeadlineExceeded},
+		{OpApply, interrupted, runs.RunPhaseInterrupted},
+		{OpApply, blocked, runs.RunPhaseBlocked},
+		{OpApply, planChanged, runs.RunPhasePlanChanged},
+		{OpPlan, planUnreadable, runs.RunPhasePlanUnreadable},
+	}
+	for _, tt := range tests {
+		if got := ViewRun(mkJob(tt.op, 1, tt.st), nil, Limits{}, at(30)).Phase; got != tt.want {
+			t.Errorf("%s %s: phase %q, want %q", tt.op, tt.st, got, tt.want)
+		}
 	}
 }
 
@@ -225,18 +253,18 @@ func TestViewPlan(t *testing.T) {
 		job       batchv1.Job
 		retained  []batchv1.Job
 		owner     PlanOwner
-		want      PlanPhase
+		want      runs.PlanPhase
 		wantNoPln bool
 		check     func(t *testing.T, v PlanView)
 	}{
-		{name: "a running plan Job is Planning", job: mkJob(OpPlan, 1, running), owner: currentPlan(), want: PlanPhasePlanning},
-		{name: "a failed plan Job is Failed", job: planJob(1, failed), owner: currentPlan(), want: PlanPhaseFailed},
-		{name: "a plan that succeeded without a readable plan is Failed", job: mkJob(OpPlan, 1, planUnreadable), owner: currentPlan(), want: PlanPhaseFailed},
+		{name: "a running plan Job is Planning", job: mkJob(OpPlan, 1, running), owner: currentPlan(), want: runs.PlanPhasePlanning},
+		{name: "a failed plan Job is Failed", job: planJob(1, failed), owner: currentPlan(), want: runs.PlanPhaseFailed},
+		{name: "a plan that succeeded without a readable plan is Failed", job: mkJob(OpPlan, 1, planUnreadable), owner: currentPlan(), want: runs.PlanPhaseFailed},
 		{
 			name: "the object's current plan, not approved, awaits approval of its plan hash",
-			job:  planJob(1, succeeded), owner: currentPlan(), want: PlanPhaseAwaitingApproval,
+			job:  planJob(1, succeeded), owner: currentPlan(), want: runs.PlanPhaseAwaitingApproval,
 			check: func(t *testing.T, v PlanView) {
-				if v.Source != PlanSourcePlan || v.PlanHash != planHash || v.ApprovalHash != planHash || v.InputsHash != inputsHash ||
+				if v.Source != runs.PlanSourcePlan || v.PlanHash != planHash || v.ApprovalHash != planHash || v.InputsHash != inputsHash ||
 					v.Add != 1 || v.Destroy != 2 || len(v.Resources) != 3 || !v.Destructive || v.ApprovedBy != "" {
 					t.Errorf("view %+v", v)
 				}
@@ -244,19 +272,19 @@ func TestViewPlan(t *testing.T) {
 		},
 		{
 			name: "before its result is recorded, the hash comes from status.plan",
-			job:  mkJob(OpPlan, 1, succeeded), owner: currentPlan(), want: PlanPhaseAwaitingApproval,
+			job:  mkJob(OpPlan, 1, succeeded), owner: currentPlan(), want: runs.PlanPhaseAwaitingApproval,
 			check: func(t *testing.T, v PlanView) {
 				if v.PlanHash != planHash {
 					t.Errorf("plan hash %q", v.PlanHash)
 				}
 			},
 		},
-		{name: "a succeeded plan with no hash recorded yet is still Planning", job: mkJob(OpPlan, 1, succeeded), want: PlanPhasePlanning},
-		{name: "a bookkept plan without a hash is Failed", job: mkJob(OpPlan, 1, succeeded, annotate(AnnotationBookkept, "true")), want: PlanPhaseFailed},
-		{name: "a plan whose result has no hash is Failed", job: mkJob(OpPlan, 1, succeeded, withSummary(Summary{Outcome: OutcomeSucceeded})), want: PlanPhaseFailed},
+		{name: "a succeeded plan with no hash recorded yet is still Planning", job: mkJob(OpPlan, 1, succeeded), want: runs.PlanPhasePlanning},
+		{name: "a bookkept plan without a hash is Failed", job: mkJob(OpPlan, 1, succeeded, annotate(AnnotationBookkept, "true")), want: runs.PlanPhaseFailed},
+		{name: "a plan whose result has no hash is Failed", job: mkJob(OpPlan, 1, succeeded, withSummary(Summary{Outcome: OutcomeSucceeded})), want: runs.PlanPhaseFailed},
 		{
 			name: "approve-plan equal to its hash makes it Approved, by whom and when",
-			job:  planJob(1, succeeded), want: PlanPhaseApproved,
+			job:  planJob(1, succeeded), want: runs.PlanPhaseApproved,
 			owner: with(currentPlan(), func(o *PlanOwner) { o.ApprovePlan, o.ApprovedBy, o.ApprovedAt = planHash, "alice", approvedAt }),
 			check: func(t *testing.T, v PlanView) {
 				if v.ApprovedBy != "alice" || v.ApprovedAt != approvedAt {
@@ -266,7 +294,7 @@ func TestViewPlan(t *testing.T) {
 		},
 		{
 			name: "an approval of another hash leaves it awaiting approval, with no approver shown",
-			job:  planJob(1, succeeded), want: PlanPhaseAwaitingApproval,
+			job:  planJob(1, succeeded), want: runs.PlanPhaseAwaitingApproval,
 			owner: with(currentPlan(), func(o *PlanOwner) { o.ApprovePlan, o.ApprovedBy = "p3:other", "alice" }),
 			check: func(t *testing.T, v PlanView) {
 				if v.ApprovedBy != "" {
@@ -277,19 +305,19 @@ func TestViewPlan(t *testing.T) {
 		{
 			name:  "the empty plan needs no approval",
 			job:   mkJob(OpPlan, 1, succeeded, withSummary(Summary{Plan: &PlanSummary{Hash: EmptyPlanHash}})),
-			owner: PlanOwner{Plan: &CurrentPlan{PlanHash: EmptyPlanHash, Job: "plan-a1"}}, want: PlanPhaseApproved,
+			owner: PlanOwner{Plan: &CurrentPlan{PlanHash: EmptyPlanHash, Job: "plan-a1"}}, want: runs.PlanPhaseApproved,
 		},
 		{
 			name: "an apply created after the plan with approved-plan equal to its hash succeeded: Applied",
 			job:  planJob(1, succeeded), retained: jobs(applyOf(5, succeeded, AnnotationApprovedPlan, planHash)),
-			owner: PlanOwner{CurrentInputsHash: inputsHash}, want: PlanPhaseApplied,
+			owner: PlanOwner{CurrentInputsHash: inputsHash}, want: runs.PlanPhaseApplied,
 		},
 		{
 			name: "an applied plan, its approval consumed, names the approver the apply Job kept",
 			job:  planJob(1, succeeded),
 			retained: jobs(mkJob(OpApply, 5, succeeded, annotate(AnnotationApprovedPlan, planHash),
 				annotate(AnnotationApprovedBy, "alice"), annotate(AnnotationApprovedAt, "2026-10-01T12:03:00Z"))),
-			owner: PlanOwner{CurrentInputsHash: inputsHash}, want: PlanPhaseApplied,
+			owner: PlanOwner{CurrentInputsHash: inputsHash}, want: runs.PlanPhaseApplied,
 			check: func(t *testing.T, v PlanView) {
 				if v.ApprovedBy != "alice" || v.ApprovedAt == nil || !v.ApprovedAt.Time.Equal(at(3)) {
 					t.Errorf("approved by %q at %v", v.ApprovedBy, v.ApprovedAt)
@@ -301,7 +329,7 @@ func TestViewPlan(t *testing.T) {
 			job:  blockedApply(1, inputsHash),
 			retained: jobs(mkJob(OpApply, 2, succeeded, annotate(AnnotationInputsHash, inputsHash),
 				annotate(AnnotationApprovedBy, "bob"), annotate(AnnotationApprovedAt, "garbage"))),
-			want: PlanPhaseApplied,
+			want: runs.PlanPhaseApplied,
 			check: func(t *testing.T, v PlanView) {
 				if v.ApprovedBy != "bob" || v.ApprovedAt != nil {
 					t.Errorf("approved by %q at %v", v.ApprovedBy, v.ApprovedAt)
@@ -311,46 +339,46 @@ func TestViewPlan(t *testing.T) {
 		{
 			name: "an apply of the same hash created before the plan did not apply it",
 			job:  planJob(2, succeeded), retained: jobs(applyOf(1, succeeded, AnnotationApprovedPlan, planHash)),
-			owner: PlanOwner{}, want: PlanPhaseSuperseded,
+			owner: PlanOwner{}, want: runs.PlanPhaseSuperseded,
 		},
 		{
 			name: "an apply of another plan does not apply it",
 			job:  planJob(1, succeeded), retained: jobs(applyOf(5, succeeded, AnnotationApprovedPlan, "p3:other")),
-			owner: currentPlan(), want: PlanPhaseAwaitingApproval,
+			owner: currentPlan(), want: runs.PlanPhaseAwaitingApproval,
 		},
 		{
 			name: "the approved apply reported plan-changed: Changed",
 			job:  planJob(1, succeeded), retained: jobs(applyOf(5, planChanged, AnnotationApprovedPlan, planHash)),
-			owner: PlanOwner{Plan: &CurrentPlan{PlanHash: "p3:new", Job: "apply-a5"}}, want: PlanPhaseChanged,
+			owner: PlanOwner{Plan: &CurrentPlan{PlanHash: "p3:new", Job: "apply-a5"}}, want: runs.PlanPhaseChanged,
 		},
 		{
 			name: "a failed approved apply leaves the plan Approved, since it retries the same plan",
 			job:  planJob(1, succeeded), retained: jobs(applyOf(5, failed, AnnotationApprovedPlan, planHash)),
-			owner: with(currentPlan(), func(o *PlanOwner) { o.ApprovePlan = planHash }), want: PlanPhaseApproved,
+			owner: with(currentPlan(), func(o *PlanOwner) { o.ApprovePlan = planHash }), want: runs.PlanPhaseApproved,
 		},
-		{name: "a plan that is not status.plan is Superseded", job: planJob(1, succeeded), owner: PlanOwner{}, want: PlanPhaseSuperseded},
+		{name: "a plan that is not status.plan is Superseded", job: planJob(1, succeeded), owner: PlanOwner{}, want: runs.PlanPhaseSuperseded},
 		{
 			name:  "status.plan made from inputs that are no longer current is Superseded",
 			job:   planJob(1, succeeded),
-			owner: with(currentPlan(), func(o *PlanOwner) { o.CurrentInputsHash = "h1:newer" }), want: PlanPhaseSuperseded,
+			owner: with(currentPlan(), func(o *PlanOwner) { o.CurrentInputsHash = "h1:newer" }), want: runs.PlanPhaseSuperseded,
 		},
 		{
 			name:  "status.plan naming another Job supersedes this one",
 			job:   planJob(1, succeeded),
-			owner: with(currentPlan(), func(o *PlanOwner) { o.Plan.Job = "plan-a2" }), want: PlanPhaseSuperseded,
+			owner: with(currentPlan(), func(o *PlanOwner) { o.Plan.Job = "plan-a2" }), want: runs.PlanPhaseSuperseded,
 		},
 		{
 			name:  "with the current inputs unknown, status.plan alone decides",
 			job:   planJob(1, succeeded),
-			owner: with(currentPlan(), func(o *PlanOwner) { o.CurrentInputsHash = "" }), want: PlanPhaseAwaitingApproval,
+			owner: with(currentPlan(), func(o *PlanOwner) { o.CurrentInputsHash = "" }), want: runs.PlanPhaseAwaitingApproval,
 		},
 		{
 			name: "a plan-changed apply carries the new plan, awaiting approval while it is status.plan",
 			job: mkJob(OpApply, 5, planChanged, annotate(AnnotationApprovedPlan, planHash),
 				withSummary(Summary{Outcome: OutcomePlanChanged, Plan: &PlanSummary{Hash: "p3:new", Change: 1}})),
-			owner: PlanOwner{Plan: &CurrentPlan{PlanHash: "p3:new", Job: "apply-a5"}}, want: PlanPhaseAwaitingApproval,
+			owner: PlanOwner{Plan: &CurrentPlan{PlanHash: "p3:new", Job: "apply-a5"}}, want: runs.PlanPhaseAwaitingApproval,
 			check: func(t *testing.T, v PlanView) {
-				if v.Source != PlanSourceChangedApply || v.ApprovalHash != "p3:new" || v.Change != 1 {
+				if v.Source != runs.PlanSourceChangedApply || v.ApprovalHash != "p3:new" || v.Change != 1 {
 					t.Errorf("view %+v", v)
 				}
 			},
@@ -359,17 +387,17 @@ func TestViewPlan(t *testing.T) {
 			name: "a plan-changed apply's new plan is Applied by a later apply of it",
 			job: mkJob(OpApply, 5, planChanged,
 				withSummary(Summary{Outcome: OutcomePlanChanged, Plan: &PlanSummary{Hash: "p3:new"}})),
-			retained: jobs(applyOf(6, succeeded, AnnotationApprovedPlan, "p3:new")), want: PlanPhaseApplied,
+			retained: jobs(applyOf(6, succeeded, AnnotationApprovedPlan, "p3:new")), want: runs.PlanPhaseApplied,
 		},
 		{
 			name: "a plan-changed apply without a new plan is Failed",
-			job:  mkJob(OpApply, 5, planChanged), want: PlanPhaseFailed,
+			job:  mkJob(OpApply, 5, planChanged), want: runs.PlanPhaseFailed,
 		},
 		{
 			name: "a blocked apply awaits approve-destructive-plan=<inputs hash>",
-			job:  blockedApply(1, inputsHash), owner: PlanOwner{CurrentInputsHash: inputsHash}, want: PlanPhaseAwaitingApproval,
+			job:  blockedApply(1, inputsHash), owner: PlanOwner{CurrentInputsHash: inputsHash}, want: runs.PlanPhaseAwaitingApproval,
 			check: func(t *testing.T, v PlanView) {
-				if v.Source != PlanSourceBlockedApply || v.ApprovalHash != inputsHash || v.PlanHash != "" || !v.Destructive ||
+				if v.Source != runs.PlanSourceBlockedApply || v.ApprovalHash != inputsHash || v.PlanHash != "" || !v.Destructive ||
 					v.Destroy != 1 || len(v.Resources) != 1 || v.Resources[0].Address != "a.b" {
 					t.Errorf("view %+v", v)
 				}
@@ -377,7 +405,7 @@ func TestViewPlan(t *testing.T) {
 		},
 		{
 			name: "approve-destructive-plan equal to its inputs hash makes a blocked apply Approved",
-			job:  blockedApply(1, inputsHash), want: PlanPhaseApproved,
+			job:  blockedApply(1, inputsHash), want: runs.PlanPhaseApproved,
 			owner: PlanOwner{CurrentInputsHash: inputsHash, ApproveDestructivePlan: inputsHash, ApprovedBy: "bob"},
 			check: func(t *testing.T, v PlanView) {
 				if v.ApprovedBy != "bob" {
@@ -387,82 +415,82 @@ func TestViewPlan(t *testing.T) {
 		},
 		{
 			name: "an approve-plan annotation does not approve a blocked apply",
-			job:  blockedApply(1, inputsHash), want: PlanPhaseAwaitingApproval,
+			job:  blockedApply(1, inputsHash), want: runs.PlanPhaseAwaitingApproval,
 			owner: PlanOwner{ApprovePlan: inputsHash},
 		},
 		{
 			name: "a newer apply of the same inputs that succeeded applied it",
 			job:  blockedApply(1, inputsHash), retained: jobs(applyOf(2, succeeded, AnnotationInputsHash, inputsHash)),
-			owner: PlanOwner{CurrentInputsHash: inputsHash}, want: PlanPhaseApplied,
+			owner: PlanOwner{CurrentInputsHash: inputsHash}, want: runs.PlanPhaseApplied,
 		},
 		{
 			name: "a newer approved apply of the same inputs that failed leaves it Approved",
 			job:  blockedApply(1, inputsHash), retained: jobs(applyOf(2, failed, AnnotationInputsHash, inputsHash)),
-			owner: PlanOwner{ApproveDestructivePlan: inputsHash}, want: PlanPhaseApproved,
+			owner: PlanOwner{ApproveDestructivePlan: inputsHash}, want: runs.PlanPhaseApproved,
 		},
 		{
 			name:  "a blocked apply of inputs that are no longer current is Superseded",
 			job:   blockedApply(1, inputsHash),
-			owner: PlanOwner{CurrentInputsHash: "h1:newer", ApproveDestructivePlan: inputsHash}, want: PlanPhaseSuperseded,
+			owner: PlanOwner{CurrentInputsHash: "h1:newer", ApproveDestructivePlan: inputsHash}, want: runs.PlanPhaseSuperseded,
 		},
 		{
 			name: "a newer apply of other inputs supersedes a blocked apply",
 			job:  blockedApply(1, inputsHash), retained: jobs(applyOf(2, succeeded, AnnotationInputsHash, "h1:newer")),
-			want: PlanPhaseSuperseded,
+			want: runs.PlanPhaseSuperseded,
 		},
 		{
 			name: "a newer blocked apply of the same inputs supersedes an older one",
 			job:  blockedApply(1, inputsHash), retained: jobs(blockedApply(2, inputsHash)),
-			want: PlanPhaseSuperseded,
+			want: runs.PlanPhaseSuperseded,
 		},
 		{
 			name: "an older apply does not decide a blocked apply's phase",
 			job:  blockedApply(2, inputsHash), retained: jobs(applyOf(1, succeeded, AnnotationInputsHash, "h1:older")),
-			want: PlanPhaseAwaitingApproval,
+			want: runs.PlanPhaseAwaitingApproval,
 		},
 		{name: "a succeeded apply carries no plan", job: mkJob(OpApply, 1, succeeded), wantNoPln: true},
 		{name: "a failed apply carries no plan", job: mkJob(OpApply, 1, failed), wantNoPln: true},
 		{name: "a drift check carries no plan", job: mkJob(OpDrift, 1, succeeded), wantNoPln: true},
 		{
 			name: "a plan awaiting approval whose Job does not verify is Unverified",
-			job:  planJob(1, succeeded), owner: verifying(currentPlan(), "nothing"), want: PlanPhaseUnverified,
+			job:  planJob(1, succeeded), owner: verifying(currentPlan(), "nothing"), want: runs.PlanPhaseUnverified,
 		},
 		{
 			name: "an approved plan whose Job does not verify is Unverified",
 			job:  planJob(1, succeeded), owner: verifying(with(currentPlan(), func(o *PlanOwner) { o.ApprovePlan = planHash }), "nothing"),
-			want: PlanPhaseUnverified,
+			want: runs.PlanPhaseUnverified,
 		},
 		{
 			name: "an applied plan whose Job does not verify is Unverified",
 			job:  planJob(1, succeeded), retained: jobs(applyOf(5, succeeded, AnnotationApprovedPlan, planHash)),
-			owner: verifying(currentPlan(), "apply-a5"), want: PlanPhaseUnverified,
+			owner: verifying(currentPlan(), "apply-a5"), want: runs.PlanPhaseUnverified,
 		},
 		{
 			name: "a failed plan whose Job does not verify is Unverified",
-			job:  planJob(1, failed), owner: verifying(currentPlan(), "nothing"), want: PlanPhaseUnverified,
+			job:  planJob(1, failed), owner: verifying(currentPlan(), "nothing"), want: runs.PlanPhaseUnverified,
 		},
 		{
 			name: "a blocked apply whose Job does not verify is Unverified",
-			job:  blockedApply(1, inputsHash), owner: verifying(PlanOwner{CurrentInputsHash: inputsHash}, "nothing"), want: PlanPhaseUnverified,
+			job:  blockedApply(1, inputsHash), owner: verifying(PlanOwner{CurrentInputsHash: inputsHash}, "nothing"), want: runs.PlanPhaseUnverified,
 		},
 		{
 			name: "a plan-changed apply whose Job does not verify is Unverified",
 			job: mkJob(OpApply, 5, planChanged, annotate(AnnotationApprovedPlan, planHash),
 				withSummary(Summary{Outcome: OutcomePlanChanged, Plan: &PlanSummary{Hash: "p3:new", Add: 1}})),
-			owner: verifying(PlanOwner{Plan: &CurrentPlan{PlanHash: "p3:new", Job: "apply-a5"}}, "nothing"), want: PlanPhaseUnverified,
+			owner: verifying(PlanOwner{Plan: &CurrentPlan{PlanHash: "p3:new", Job: "apply-a5"}}, "nothing"), want: runs.PlanPhaseUnverified,
 		},
 		{
 			name: "a plan whose Job verifies keeps its phase",
-			job:  planJob(1, succeeded), owner: verifying(currentPlan(), "plan-a1"), want: PlanPhaseAwaitingApproval,
+			job:  planJob(1, succeeded), owner: verifying(currentPlan(), "plan-a1"), want: runs.PlanPhaseAwaitingApproval,
 		},
 		{
 			name: "only the plan's own Job is verified, not the other Jobs of the object",
 			job:  planJob(1, succeeded), retained: jobs(applyOf(5, succeeded, AnnotationApprovedPlan, planHash)),
-			owner: verifying(currentPlan(), "plan-a1"), want: PlanPhaseApplied,
+			owner: verifying(currentPlan(), "plan-a1"), want: runs.PlanPhaseApplied,
 		},
 		{
 			name: "an unverified plan still shows what its Job says, to be read, not approved",
-			job:  planJob(1, succeeded), owner: verifying(currentPlan(), "nothing"), want: PlanPhaseUnverified,
+			job:  planJob(1, succeeded), owner: verifying(currentPlan(), "nothing"), want: runs.PlanPhaseUnverified,
 			check: func(t *testing.T, v PlanView) {
 				if v.PlanHash != planHash || v.ApprovalHash != planHash || v.Destroy != 2 || len(v.Resources) != 3 {
 					t.Errorf("view %+v", v)
@@ -677,7 +705,7 @@ func TestOnlyTheControllersOwnJobsCount_ControllerOf(t *testing.T) {
 			if why := WhyNotRunOf(&tt.job, ""); (why == "") != tt.ok || (!tt.ok && !strings.Contains(why, "has no controller owner reference")) {
 				t.Errorf("WhyNotRunOf = %q", why)
 			}
-			if tt.ok && (target.Kind != KindCluster || target.Name != "web" || uid != webUID || TargetOf(&tt.job) != target) {
+			if tt.ok && (target.Kind != string(KindCluster) || target.Name != "web" || uid != webUID || TargetOf(&tt.job) != target) {
 				t.Errorf("ControllerOf = %+v, %s; TargetOf = %+v", target, uid, TargetOf(&tt.job))
 			}
 		})
@@ -740,7 +768,7 @@ func TestOnlyTheControllersOwnJobsCount_AForgedAttemptDoesNotWedgeTheViews(t *te
 
 	for _, job := range []batchv1.Job{own[2], own[3]} {
 		v, ok := ViewPlan(job, all, owner)
-		if !ok || v.Phase != PlanPhaseAwaitingApproval {
+		if !ok || v.Phase != runs.PlanPhaseAwaitingApproval {
 			t.Errorf("plan of %s among forged Jobs: %v %s, want AwaitingApproval", job.Name, ok, v.Phase)
 		}
 		hash := v.ApprovalHash

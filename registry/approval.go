@@ -134,7 +134,8 @@ func (a *ApprovalREST) approve(ctx context.Context, namespace, name, planHash, u
 	if !ok {
 		return nil, false, notFound(planResource, name, fmt.Sprintf("plan %q not found: %s", name, jobs.WhyNotRunOf(&job, "")))
 	}
-	owner, err := a.objects.Get(ctx, target.Kind, namespace, target.Name)
+	kind := jobs.Kind(target.Kind)
+	owner, err := a.objects.Get(ctx, kind, namespace, target.Name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, false, notFound(planResource, name, fmt.Sprintf("plan %q belongs to %s %s, which does not exist", name, target.Kind, target.Name))
@@ -163,7 +164,7 @@ func (a *ApprovalREST) approve(ctx context.Context, namespace, name, planHash, u
 		return nil, false, apierrors.NewInternalError(fmt.Errorf("unknown approval verdict %q", d.Verdict))
 	}
 
-	if err := a.objects.Annotate(ctx, target.Kind, namespace, target.Name, owner.ResourceVersion, d.Annotations, dryRun); err != nil {
+	if err := a.objects.Annotate(ctx, kind, namespace, target.Name, owner.ResourceVersion, d.Annotations, dryRun); err != nil {
 		if apierrors.IsConflict(err) {
 			return nil, true, apierrors.NewConflict(planResource, name,
 				fmt.Errorf("%s %s changed while the approval was being written; read the plan again and retry", target.Kind, target.Name))
@@ -178,7 +179,7 @@ func (a *ApprovalREST) approve(ctx context.Context, namespace, name, planHash, u
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, CreationTimestamp: approvedAt},
 		Spec:       runs.PlanApprovalSpec{PlanHash: planHash},
 		Status: runs.PlanApprovalStatus{
-			Target:      &runs.Target{APIVersion: target.APIVersion, Kind: string(target.Kind), Name: target.Name},
+			Target:      &target,
 			Annotations: d.Annotations,
 			ApprovedBy:  userName,
 			ApprovedAt:  &approvedAt,

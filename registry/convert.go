@@ -33,7 +33,7 @@ func runOfView(job *batchv1.Job, v jobs.RunView) *runs.Run {
 	run := &runs.Run{
 		ObjectMeta: objectMetaOf(job),
 		Spec: runs.RunSpec{
-			Target:           targetOf(v.Target),
+			Target:           v.Target,
 			Operation:        string(v.Operation),
 			Attempt:          v.Attempt,
 			InputsHash:       v.InputsHash,
@@ -41,16 +41,16 @@ func runOfView(job *batchv1.Job, v jobs.RunView) *runs.Run {
 			ApprovedPlan:     v.ApprovedPlan,
 		},
 		Status: runs.RunStatus{
-			Phase:               runs.RunPhase(v.Phase),
+			Phase:               v.Phase,
 			StartTime:           v.StartTime,
 			CompletionTime:      v.CompletionTime,
 			RetryNumber:         int32(v.RetryNumber),
 			CountsTowardBackoff: v.CountsTowardBackoff,
-			Retention:           runs.Retention(v.Retention),
+			Retention:           v.Retention,
 			ResultUnreadable:    v.ResultUnreadable,
 		},
 	}
-	if v.Phase != jobs.PhasePending {
+	if v.Phase != runs.RunPhasePending {
 		run.Status.Duration = &metav1.Duration{Duration: v.Duration}
 	}
 	if b := v.Backoff; b != nil {
@@ -91,12 +91,12 @@ func PlanOf(job *batchv1.Job, retained []batchv1.Job, owner jobs.PlanOwner) (*ru
 	return &runs.Plan{
 		ObjectMeta: objectMetaOf(job),
 		Spec: runs.PlanSpec{
-			Target:     targetOf(v.Target),
-			Source:     runs.PlanSource(v.Source),
+			Target:     v.Target,
+			Source:     v.Source,
 			InputsHash: v.InputsHash,
 		},
 		Status: runs.PlanStatus{
-			Phase:            runs.PlanPhase(v.Phase),
+			Phase:            v.Phase,
 			PlanHash:         v.PlanHash,
 			ApprovalHash:     v.ApprovalHash,
 			Add:              int32(v.Add),
@@ -147,10 +147,6 @@ func objectMetaOf(job *batchv1.Job) metav1.ObjectMeta {
 		meta.OwnerReferences = []metav1.OwnerReference{*ref}
 	}
 	return meta
-}
-
-func targetOf(t jobs.Target) runs.Target {
-	return runs.Target{APIVersion: t.APIVersion, Kind: string(t.Kind), Name: t.Name}
 }
 
 func resourcesOf(in []jobs.ResourceChange) []runs.ResourceChange {

@@ -351,7 +351,7 @@ func TestRecordKeepsWhatTheRunModelReads(t *testing.T) {
 				t.Errorf("the record gives another run than the Job:\n%s", diff.Diff(want, got))
 			}
 			target := jobs.TargetOf(job)
-			if got, want := r.ownerKey(), ownerKeyOf(job.Namespace, target.Kind, target.Name); got != want {
+			if got, want := r.ownerKey(), ownerKeyOf(job.Namespace, jobs.Kind(target.Kind), target.Name); got != want {
 				t.Errorf("owner key = %q, want %q", got, want)
 			}
 			again, err := transformJob(r)

@@ -459,7 +459,7 @@ func recordOfJob(job *batchv1.Job) *jobRecord {
 		}
 		t = jobs.TargetOf(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Labels: jobLabels, OwnerReferences: refs}})
 	}
-	target := jobTarget{namespace: job.Namespace, key: ownerKeyOf(job.Namespace, t.Kind, t.Name), labels: encodeLabels(jobLabels)}
+	target := jobTarget{namespace: job.Namespace, key: ownerKeyOf(job.Namespace, jobs.Kind(t.Kind), t.Name), labels: encodeLabels(jobLabels)}
 	if ref != nil {
 		target.ref = ownerRef{
 			set: true, apiVersion: ref.APIVersion, kind: ref.Kind, name: ref.Name, uid: ref.UID,

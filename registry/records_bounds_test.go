@@ -88,8 +88,8 @@ func TestRecordBoundsWhatOthersWrite(t *testing.T) {
 			job:     newJob("ns", "web", jobs.OpApply, 5, failed(t0), annotated(jobs.AnnotationInterrupted, big(100<<10))),
 			sameRun: true,
 			check: func(t *testing.T, _, _ *batchv1.Job, run *runs.Run) {
-				if run.Status.Phase != runs.RunPhase(jobs.PhaseInterrupted) {
-					t.Errorf("phase %s, want %s", run.Status.Phase, jobs.PhaseInterrupted)
+				if run.Status.Phase != runs.RunPhaseInterrupted {
+					t.Errorf("phase %s, want %s", run.Status.Phase, runs.RunPhaseInterrupted)
 				}
 			},
 		},
@@ -155,7 +155,7 @@ func TestRecordBoundsWhatOthersWrite(t *testing.T) {
 				if c := rebuilt.Status.Conditions; len(c) != 1 || c[0].Type != batchv1.JobFailed || c[0].Reason != "" {
 					t.Errorf("conditions %.200v, want Failed without reason", c)
 				}
-				if run.Status.Phase != runs.RunPhase(jobs.PhaseFailed) {
+				if run.Status.Phase != runs.RunPhaseFailed {
 					t.Errorf("phase %s, want Failed", run.Status.Phase)
 				}
 			},
@@ -176,7 +176,7 @@ func TestRecordBoundsWhatOthersWrite(t *testing.T) {
 			}
 			PlanOf(&rebuilt, []batchv1.Job{rebuilt}, jobs.PlanOwner{}) // must not panic either
 			target := jobs.TargetOf(&rebuilt)
-			if got, want := r.ownerKey(), ownerKeyOf(rebuilt.Namespace, target.Kind, target.Name); got != want {
+			if got, want := r.ownerKey(), ownerKeyOf(rebuilt.Namespace, jobs.Kind(target.Kind), target.Name); got != want {
 				t.Errorf("owner key %.200q, want %.200q, the key of what the record keeps", got, want)
 			}
 			tt.check(t, tt.job, &rebuilt, run)
