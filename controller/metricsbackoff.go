@@ -31,7 +31,6 @@ func backoffWindowsOpen(objects client.Reader, runs runsReader, key *runkey.Key,
 		var buf []batchv1.Job
 		for _, kind := range infrav1.Kinds {
 			list := kind.NewList()
-			// The cache holds these kinds packed: its reads decode each object.
 			if err := objects.List(context.Background(), list); err != nil {
 				return nil
 			}

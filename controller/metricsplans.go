@@ -24,7 +24,6 @@ func plansAwaitingApproval(cache client.Reader, clk clock.PassiveClock) func() m
 				continue
 			}
 			list := kind.NewList()
-			// The cache holds these kinds packed: its reads decode each object.
 			if err := cache.List(context.Background(), list); err != nil {
 				return nil
 			}

@@ -11,8 +11,8 @@ import (
 )
 
 // ownInformer is an informer the controller runs beside the manager's cache, to hold a kind in a
-// compact type of its own (JobCache, ClusterCache). It is a manager runnable that fills on every
-// replica, like the manager's cache, and its Source is a watch the controllers wait for.
+// compact type of its own (JobCache). It is a manager runnable that fills on every replica, like
+// the manager's cache, and its Source is a watch the controllers wait for.
 type ownInformer struct {
 	informer toolscache.SharedIndexInformer
 	// notSynced is the error of a read or a wait before the informer has listed its kind.
@@ -39,6 +39,9 @@ func (o ownInformer) Start(ctx context.Context) error {
 	o.informer.RunWithContext(ctx)
 	return nil
 }
+
+// HasSynced reports whether the informer has listed its kind.
+func (o ownInformer) HasSynced() bool { return o.informer.HasSynced() }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
 func (o ownInformer) NeedLeaderElection() bool { return false }

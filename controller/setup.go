@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -20,10 +22,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	eventsclient "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -78,31 +80,21 @@ func NewScheme() *runtime.Scheme {
 // ManagerOptions returns the cache and client settings the reconcilers rely on: Secrets,
 // Leases and Pods are always read from the API server, so a decision never rests on a stale
 // Secret or Lease and the cache holds no Secret data; of the managed Secrets and Leases only the
-// metadata is cached, and of Cluster API's Clusters only what SlimCluster keeps. The objects of
-// the kinds that run Jobs are held packed (PackedObject).
+// metadata is cached, and of Cluster API's Clusters only what SlimCluster keeps.
 func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	managed := labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue})
 	// The reconcilers read and watch Jobs through their own JobCache, never through the
 	// manager's; should anything list Jobs here, it gets managed ones slimmed all the same.
 	opts.Cache.ByObject = map[client.Object]cache.ByObject{
 		&batchv1.Job{}: {Label: managed, Transform: chain(SlimJob, Intern)},
-		// The reconcilers read and watch Clusters through their own ClusterCache; should
-		// anything read Clusters here, it gets them slimmed all the same.
+		// Of a Cluster, a pass reads its pause, its control plane's readiness and endpoint.
 		&clusterv1.Cluster{}: {Transform: chain(SlimCluster, Intern)},
 	}
-	// The reconcilers read and watch the metadata of managed Secrets, Leases and runner
-	// identities through their own MetadataCache; should anything read it here, it gets the
-	// same objects slimmed all the same, and metadata only, so no Secret data is cached.
+	// Of managed Secrets, Leases and runner identities a pass reads the metadata only (the
+	// reconcilers read them as PartialObjectMetadata), so no Secret data is cached.
 	for gvk, selector := range workspace.MetadataSelectors() {
 		opts.Cache.ByObject[metadataOf(gvk)] = cache.ByObject{Label: selector, Transform: chain(SlimMetadata, StripUnread, Intern)}
 	}
-	// The objects of the kinds that run Jobs are held packed (PackedObject), their strings with
-	// them, so there is nothing to intern. Their reads must copy, which decodes: a read without a
-	// copy would get the PackedObject.
-	for _, kind := range infrav1.Kinds {
-		opts.Cache.ByObject[kind.New()] = cache.ByObject{Transform: StripUnread, UnsafeDisableDeepCopy: ptr.To(false)}
-	}
-	opts.Cache.NewInformer = NewPackingInformer(opts.Cache.NewInformer)
 	// Nothing reads managed fields or last-applied configurations; for a Job the managed fields
 	// are a large part of what the cache holds.
 	opts.Cache.DefaultTransform = chain(StripUnread, Intern)
@@ -128,16 +120,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.Registry == nil {
 		opts.Registry = ctrlmetrics.Registry
 	}
-	// The metadata a pass reads: the state Secrets and their lock Leases (labelled through the
-	// backend's labels setting), durable inputs, plan keys, per-run Secrets, run Leases and the
-	// runner identities.
-	metadataCache, err := NewMetadataCache(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), workspace.MetadataSelectors())
-	if err != nil {
-		return err
-	}
-	if err := mgr.Add(metadataCache); err != nil {
-		return fmt.Errorf("adding the metadata cache: %w", err)
-	}
 	jobCache := opts.Jobs
 	if jobCache == nil {
 		var err error
@@ -159,12 +141,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	clusters, err := NewClusterCache(mgr)
-	if err != nil {
+	if err := readyOnceCached(mgr, jobCache.HasSynced); err != nil {
 		return err
-	}
-	if err := mgr.Add(clusters); err != nil {
-		return fmt.Errorf("adding the Cluster cache: %w", err)
 	}
 	runKey, err := setupRunKey(mgr, opts)
 	if err != nil {
@@ -174,13 +152,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("registering the metrics of backoff windows: %w", err)
 	}
 	base := workspace.Reconciler{
-		Client:    clusters.Client(mgr.GetClient()),
-		Clusters:  clusters,
+		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Jobs:      jobCache,
-		// The client bypasses the cache for Secrets, metadata included; the metadata cache
-		// serves the metadata.
-		Metadata:    metadataCache,
+		// The client bypasses the cache for Secrets, metadata included (DisableFor matches by
+		// kind), so the metadata is read from the cache itself.
+		Metadata:    mgr.GetCache(),
 		Recorder:    events,
 		Clock:       opts.Clock,
 		Metrics:     m,
@@ -249,4 +226,47 @@ func newRecorder(mgr ctrl.Manager) (*recorder.Recorder, error) {
 		return nil, fmt.Errorf("adding the event recorder: %w", err)
 	}
 	return r, nil
+}
+
+// cachedKinds are the kinds the reconcilers read from the manager's cache.
+func cachedKinds() []client.Object {
+	objs := []client.Object{&infrav1.TerraformClusterIdentity{}, &clusterv1.Cluster{}, &clusterv1.Machine{}, &clusterv1.MachinePool{}}
+	for _, kind := range infrav1.Kinds {
+		objs = append(objs, kind.New())
+	}
+	for _, gvk := range workspace.MetadataKinds {
+		objs = append(objs, metadataOf(gvk))
+	}
+	return objs
+}
+
+// readyOnceCached makes the manager's cache hold every kind of cachedKinds from its start, on
+// every replica, and adds the readiness check "caches": ready once they and the caches that
+// synced report have listed their objects. Before that a replica would act on a partial view;
+// an informer started on a first read would escape the check.
+func readyOnceCached(mgr ctrl.Manager, synced ...func() bool) error {
+	for _, obj := range cachedKinds() {
+		if _, err := mgr.GetCache().GetInformer(context.Background(), obj, cache.BlockUntilSynced(false)); err != nil {
+			return fmt.Errorf("caching %T: %w", obj, err)
+		}
+	}
+	return mgr.AddReadyzCheck("caches", CachesReady(mgr.GetCache(), synced...))
+}
+
+// CachesReady is a readiness check that passes once c and every cache whose synced function is
+// given have listed their objects.
+func CachesReady(c cache.Cache, synced ...func() bool) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("the manager's cache has not synced yet")
+		}
+		for _, s := range synced {
+			if !s() {
+				return errors.New("the Job cache has not synced yet")
+			}
+		}
+		return nil
+	}
 }

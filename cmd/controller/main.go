@@ -3,12 +3,9 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -151,18 +148,6 @@ func main() {
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		log.Error(err, "unable to add the readiness check")
-		os.Exit(1)
-	}
-	// Ready once the caches have synced: before that, a replica would act on a partial view.
-	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
-		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
-		defer cancel()
-		if !mgr.GetCache().WaitForCacheSync(ctx) {
-			return errors.New("the caches have not synced yet")
-		}
-		return nil
-	}); err != nil {
-		log.Error(err, "unable to add the caches' readiness check")
 		os.Exit(1)
 	}
 	if webhookPort != 0 {

@@ -67,12 +67,8 @@ type Reconciler struct {
 	// Jobs, when set, is where the objects' Jobs are read from and watched; nil: Client reads
 	// them and the controller watches them through the manager's cache.
 	Jobs JobCache
-	// Clusters, when set, is where the controller watches Cluster API Clusters from (Client must
-	// then read them from it too, as controller.ClusterCache.Client does); nil: the controller
-	// watches them through the manager's cache.
-	Clusters ClusterCache
 	// Metadata reads the metadata of the objects of MetadataKinds that MetadataSelector selects
-	// from a cache (controller.MetadataCache, or the manager's). With it a pass that changes nothing
+	// from a cache (the manager's). With it a pass that changes nothing
 	// reads no Secret: it takes the state from a memo while the state Secret's resourceVersion is
 	// unchanged, and the durable inputs' annotations from the cache; a pass that starts a Job
 	// skips the reads of an unlocked state lock and of an existing runner identity. Nil: all of
@@ -112,13 +108,6 @@ type JobCache interface {
 	// OwnerJobs returns the Jobs labelled as runs of the named object.
 	OwnerJobs(namespace string, kind jobs.Kind, name string) ([]batchv1.Job, error)
 	// Source watches the Jobs, mapping each change to requests with h.
-	Source(h handler.EventHandler) source.Source
-}
-
-// ClusterCache holds the Cluster API Clusters apart from the manager's cache
-// (controller.ClusterCache).
-type ClusterCache interface {
-	// Source watches the Clusters, mapping each change to requests with h.
 	Source(h handler.EventHandler) source.Source
 }
 
@@ -369,11 +358,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	}
 	// Cluster API's objects wake the objects they own: a Cluster those of its cluster, a Machine
 	// or MachinePool the object its infrastructure reference names.
-	if r.Clusters != nil {
-		b = b.WatchesRawSource(r.Clusters.Source(handler.EnqueueRequestsFromMapFunc(r.clusterMembers)))
-	} else {
-		b = b.Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterMembers))
-	}
+	b = b.Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterMembers))
 	// An identity wakes the objects that name it: a revocation must stop their runs.
 	b = b.Watches(&infrav1.TerraformClusterIdentity{}, handler.EnqueueRequestsFromMapFunc(r.identityUsers))
 	switch r.KindInfo.Kind {
@@ -392,16 +377,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), r.KindInfo.New(), ownerNameIndex, hashedOwnerName); err != nil {
 			return fmt.Errorf("indexing %s by owner label: %w", r.Kind, err)
 		}
-		secrets := handler.EnqueueRequestsFromMapFunc(r.secretOwners)
-		if cache, ok := r.Metadata.(MetadataCache); ok {
-			src, err := cache.Source(secretGVK, secrets)
-			if err != nil {
-				return fmt.Errorf("watching the Secrets: %w", err)
-			}
-			b = b.WatchesRawSource(src)
-		} else {
-			b = b.WatchesMetadata(&corev1.Secret{}, secrets)
-		}
+		b = b.WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretOwners))
 	}
 	return b.Complete(r)
 }

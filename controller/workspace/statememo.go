@@ -14,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
@@ -57,15 +55,6 @@ func MetadataSelectors() map[schema.GroupVersionKind]labels.Selector {
 		selectors[gvk] = MetadataSelector(gvk)
 	}
 	return selectors
-}
-
-// MetadataCache is a Metadata reader that also watches the metadata it holds
-// (controller.MetadataCache). A Reconciler watches Secrets through it when Metadata is one;
-// otherwise through the manager's cache.
-type MetadataCache interface {
-	client.Reader
-	// Source watches the cached objects of a kind, mapping each change to requests with h.
-	Source(gvk schema.GroupVersionKind, h handler.EventHandler) (source.Source, error)
 }
 
 // stateMemo remembers, per state Secret, what the last live read of it found: the state as
