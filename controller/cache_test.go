@@ -49,6 +49,9 @@ func TestTheManagerCacheHoldsTheMetadataTheSelectorsSelect(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not start")
+	}
 
 	secretGVK := corev1.SchemeGroupVersion.WithKind("Secret")
 	get := func(gvk schema.GroupVersionKind, name string) (*metav1.PartialObjectMetadata, error) {
