@@ -1,3 +1,6 @@
-// Package controller holds the reconcilers of TerraformCluster, TerraformMachine and
-// TerraformMachinePool, which drive every Terraform operation as one Kubernetes Job.
+// Package controller wires the controller's manager: its scheme and cache options (what the
+// cache holds of each kind, slimmed and interned), the Job cache beside it, the run key, the
+// gauges computed from the caches, and the reconcilers of package workspace, which drive every
+// Terraform operation of TerraformCluster, TerraformMachine and TerraformMachinePool as one
+// Kubernetes Job.
 package controller

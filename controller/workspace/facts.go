@@ -21,7 +21,6 @@ import (
 	"github.com/captf/captf/controller/inputs"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
-	"github.com/captf/captf/jobs/runkey"
 )
 
 // Facts are what one decision is made from, read from the API server without changing
@@ -269,51 +268,6 @@ func membershipSchedule(pool *infrav1.TerraformMachinePool) (time.Duration, bool
 	converging := pool.Status.Replicas == nil || int(*pool.Status.Replicas) != len(pool.Spec.ProviderIDList) ||
 		(pending != nil && pending.Reason == conditions.ReasonInstancePending)
 	return every, converging
-}
-
-// OwnJobs lists obj's retained Jobs from reader: those whose controller reference is obj itself.
-// Labels select the candidates but prove nothing, since anyone who may create Jobs can copy them;
-// this also leaves out the Jobs of an earlier object of the same name, and Jobs without a known
-// op label.
-func (r *Reconciler) OwnJobs(ctx context.Context, reader client.Reader, obj client.Object) ([]batchv1.Job, error) {
-	var list batchv1.JobList
-	if err := reader.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels(jobs.OwnerLabels(r.Kind, obj.GetName()))); err != nil {
-		return nil, fmt.Errorf("listing Jobs: %w", err)
-	}
-	return OwnRuns(list.Items, obj, r.RunKey), nil
-}
-
-// ownJobs lists obj's retained Jobs from the Job cache, or through Client without one.
-func (r *Reconciler) ownJobs(ctx context.Context, obj client.Object) ([]batchv1.Job, error) {
-	if r.Jobs == nil {
-		return r.OwnJobs(ctx, r.Client, obj)
-	}
-	labelled, err := r.Jobs.OwnerJobs(obj.GetNamespace(), r.Kind, obj.GetName())
-	if err != nil {
-		return nil, fmt.Errorf("listing Jobs: %w", err)
-	}
-	return OwnRuns(labelled, obj, r.RunKey), nil
-}
-
-// OwnRuns keeps the Jobs of labelled whose controller reference is obj, whose op is known and,
-// with a key, that the key trusts: the runs of obj that every decision reads, whatever else is
-// labelled as its. The controller reference and labels can be copied by anyone who may create
-// Jobs, and the annotations rewritten by anyone who may patch them; the signature cannot.
-func OwnRuns(labelled []batchv1.Job, obj client.Object, key *runkey.Key) []batchv1.Job {
-	var own []batchv1.Job
-	for _, j := range labelled {
-		// A Job without a known op was not made by the controller, whatever its owner says.
-		if OwnedBy(&j, obj) && jobs.OpOf(&j) != "" && (key == nil || key.JobSigned(&j)) {
-			own = append(own, j)
-		}
-	}
-	return own
-}
-
-// OwnedBy reports whether obj is the controller of the Job (or any object).
-func OwnedBy(o metav1.Object, obj client.Object) bool {
-	ref := metav1.GetControllerOf(o)
-	return ref != nil && ref.UID == obj.GetUID() && ref.Name == obj.GetName()
 }
 
 // restoreRequest reads captf.io/restore-state: the serial of a backup to push back. A bad
