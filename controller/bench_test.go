@@ -36,6 +36,7 @@ import (
 	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/contract"
 	"github.com/captf/captf/controller/inputs"
+	captfcache "github.com/captf/captf/controller/internal/cache"
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
@@ -289,7 +290,7 @@ func BenchmarkController(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	jobCache, err := controller.NewJobCache(cfg)
+	jobCache, err := captfcache.NewJobCache(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -470,7 +471,7 @@ var retainedHistory = []struct {
 
 // benchKey is the run key the benchmark's controller signs with, and its Jobs are signed with.
 var benchKey = func() runkey.Key {
-	key, err := controller.NewRunKey()
+	key, err := runkey.New()
 	if err != nil {
 		panic(err)
 	}
@@ -481,7 +482,7 @@ var benchKey = func() runkey.Key {
 // by jobspec with their pod templates, finished as the Job controller finishes them, bookkept,
 // with their result summaries and digests, and signed with key. It returns once the manager's
 // cache holds them all.
-func retain(ctx context.Context, b *testing.B, c client.Client, cached *controller.JobCache, key *runkey.Key, ns string, n int, name func(int) string, inputsHash func(int) (string, error)) {
+func retain(ctx context.Context, b *testing.B, c client.Client, cached *captfcache.JobCache, key *runkey.Key, ns string, n int, name func(int) string, inputsHash func(int) (string, error)) {
 	errText := strings.Repeat("Error: creating resource: the provider said no. ", 6)
 	if err := parallel(n, func(i int) error {
 		var tc infrav1.TerraformCluster

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,7 +69,7 @@ func runKeySecret(ctx context.Context, c client.Client, namespace string) (*core
 		case !apierrors.IsNotFound(err):
 			return nil, fmt.Errorf("reading the run key Secret %s: %w", key, err)
 		}
-		fresh, err := NewRunKey()
+		fresh, err := runkey.New()
 		if err != nil {
 			return nil, err
 		}
@@ -88,13 +87,4 @@ func runKeySecret(ctx context.Context, c client.Client, namespace string) (*core
 		// Another replica created it first: read theirs.
 	}
 	return nil, fmt.Errorf("the run key Secret %s was created and then could not be read", key)
-}
-
-// NewRunKey returns a new random run key.
-func NewRunKey() (runkey.Key, error) {
-	b := make([]byte, runkey.Size)
-	if _, err := rand.Read(b); err != nil {
-		return runkey.Key{}, fmt.Errorf("making a run key: %w", err)
-	}
-	return runkey.Of(b)
 }

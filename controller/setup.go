@@ -32,6 +32,7 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/identity"
+	captfcache "github.com/captf/captf/controller/internal/cache"
 	"github.com/captf/captf/controller/metrics"
 	"github.com/captf/captf/controller/recorder"
 	"github.com/captf/captf/controller/workspace"
@@ -54,7 +55,7 @@ type Options struct {
 	// policy keeps them to the runs API server (--require-approval-policy=false).
 	UnguardedApprovals bool
 	// Jobs is the cache of managed Jobs; nil: Setup makes one and adds it to the manager.
-	Jobs *JobCache
+	Jobs *captfcache.JobCache
 	// Namespace is the namespace the controller runs in, the only one whose Secrets a
 	// TerraformClusterIdentity lends; "" lends none. It also keeps the run key (RunKeySecret).
 	Namespace string
@@ -80,24 +81,24 @@ func NewScheme() *runtime.Scheme {
 // ManagerOptions returns the cache and client settings the reconcilers rely on: Secrets,
 // Leases and Pods are always read from the API server, so a decision never rests on a stale
 // Secret or Lease and the cache holds no Secret data; of the managed Secrets and Leases only the
-// metadata is cached, and of Cluster API's Clusters only what SlimCluster keeps.
+// metadata is cached, and of Cluster API's Clusters only what captfcache.SlimCluster keeps.
 func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	managed := labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue})
 	// The reconcilers read and watch Jobs through their own JobCache, never through the
 	// manager's; should anything list Jobs here, it gets managed ones slimmed all the same.
 	opts.Cache.ByObject = map[client.Object]cache.ByObject{
-		&batchv1.Job{}: {Label: managed, Transform: chain(SlimJob, Intern)},
+		&batchv1.Job{}: {Label: managed, Transform: captfcache.Chain(captfcache.SlimJob, captfcache.Intern)},
 		// Of a Cluster, a pass reads its pause, its control plane's readiness and endpoint.
-		&clusterv1.Cluster{}: {Transform: chain(SlimCluster, Intern)},
+		&clusterv1.Cluster{}: {Transform: captfcache.Chain(captfcache.SlimCluster, captfcache.Intern)},
 	}
 	// Of managed Secrets, Leases and runner identities a pass reads the metadata only (the
 	// reconcilers read them as PartialObjectMetadata), so no Secret data is cached.
 	for gvk, selector := range workspace.MetadataSelectors() {
-		opts.Cache.ByObject[metadataOf(gvk)] = cache.ByObject{Label: selector, Transform: chain(SlimMetadata, StripUnread, Intern)}
+		opts.Cache.ByObject[metadataOf(gvk)] = cache.ByObject{Label: selector, Transform: captfcache.Chain(captfcache.SlimMetadata, captfcache.StripUnread, captfcache.Intern)}
 	}
 	// Nothing reads managed fields or last-applied configurations; for a Job the managed fields
 	// are a large part of what the cache holds.
-	opts.Cache.DefaultTransform = chain(StripUnread, Intern)
+	opts.Cache.DefaultTransform = captfcache.Chain(captfcache.StripUnread, captfcache.Intern)
 	opts.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &coordinationv1.Lease{}, &corev1.Pod{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}}}
 	return opts
 }
@@ -123,18 +124,18 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	jobCache := opts.Jobs
 	if jobCache == nil {
 		var err error
-		if jobCache, err = NewJobCache(mgr.GetConfig()); err != nil {
+		if jobCache, err = captfcache.NewJobCache(mgr.GetConfig()); err != nil {
 			return err
 		}
 	}
 	if err := mgr.Add(jobCache); err != nil {
 		return fmt.Errorf("adding the Job cache: %w", err)
 	}
-	m, err := metrics.New(opts.Registry, activeJobs(jobCache))
+	m, err := metrics.New(opts.Registry, metrics.ActiveJobs(jobCache))
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	if err := metrics.RegisterPlans(opts.Registry, plansAwaitingApproval(mgr.GetCache(), opts.Clock)); err != nil {
+	if err := metrics.RegisterPlans(opts.Registry, metrics.PlansAwaitingApproval(mgr.GetCache(), opts.Clock)); err != nil {
 		return fmt.Errorf("registering the metrics of plans awaiting approval: %w", err)
 	}
 	events, err := newRecorder(mgr)
@@ -148,7 +149,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := metrics.RegisterBackoff(opts.Registry, backoffWindowsOpen(mgr.GetCache(), jobCache.appendOwnerJobs, runKey, opts.Clock)); err != nil {
+	if err := metrics.RegisterBackoff(opts.Registry, metrics.BackoffWindowsOpen(mgr.GetCache(), jobCache.AppendOwnerJobs, func(labelled []batchv1.Job, obj client.Object) []batchv1.Job {
+		return workspace.OwnRuns(labelled, obj, runKey)
+	}, opts.Clock)); err != nil {
 		return fmt.Errorf("registering the metrics of backoff windows: %w", err)
 	}
 	base := workspace.Reconciler{
@@ -193,7 +196,7 @@ func setupRunKey(mgr ctrl.Manager, opts Options) (*runkey.Key, error) {
 	var err error
 	if opts.Namespace == "" {
 		mgr.GetLogger().Info("no controller namespace: the run key lives as long as this process, and a restart stops trusting the Jobs it signed")
-		key, err = NewRunKey()
+		key, err = runkey.New()
 	} else {
 		direct, cerr := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient()})
 		if cerr != nil {
@@ -250,12 +253,12 @@ func readyOnceCached(mgr ctrl.Manager, synced ...func() bool) error {
 			return fmt.Errorf("caching %T: %w", obj, err)
 		}
 	}
-	return mgr.AddReadyzCheck("caches", CachesReady(mgr.GetCache(), synced...))
+	return mgr.AddReadyzCheck("caches", cachesReady(mgr.GetCache(), synced...))
 }
 
-// CachesReady is a readiness check that passes once c and every cache whose synced function is
+// cachesReady is a readiness check that passes once c and every cache whose synced function is
 // given have listed their objects.
-func CachesReady(c cache.Cache, synced ...func() bool) healthz.Checker {
+func cachesReady(c cache.Cache, synced ...func() bool) healthz.Checker {
 	return func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
 		defer cancel()

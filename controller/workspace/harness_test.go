@@ -96,7 +96,7 @@ func newHarness(t *testing.T, kind jobs.Kind) *harness {
 		recorder: events.NewFakeRecorder(100),
 		guard:    &approvalGuard{},
 	}
-	runKey, err := controller.NewRunKey()
+	runKey, err := runkey.New()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,7 +103,7 @@ type Reconciler struct {
 	states *stateMemo
 }
 
-// JobCache holds the managed Jobs apart from the manager's cache (controller.JobCache).
+// JobCache holds the managed Jobs apart from the manager's cache (the controller's Job cache).
 type JobCache interface {
 	// OwnerJobs returns the Jobs labelled as runs of the named object.
 	OwnerJobs(namespace string, kind jobs.Kind, name string) ([]batchv1.Job, error)

@@ -5,6 +5,7 @@ package runkey
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -50,6 +51,15 @@ func Of(key []byte) (Key, error) {
 		return Key{}, fmt.Errorf("a run key has %d bytes, not %d", Size, len(key))
 	}
 	return Key{key: slices.Clone(key)}, nil
+}
+
+// New returns a new random key.
+func New() (Key, error) {
+	b := make([]byte, Size)
+	if _, err := rand.Read(b); err != nil {
+		return Key{}, fmt.Errorf("making a run key: %w", err)
+	}
+	return Of(b)
 }
 
 // Bytes returns the key, to be stored.

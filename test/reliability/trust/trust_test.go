@@ -79,7 +79,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runKey, err := controller.NewRunKey()
+	runKey, err := runkey.New()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package controller
+package metrics
 
 import (
 	"context"
@@ -11,20 +11,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
-	"github.com/captf/captf/controller/workspace"
 	"github.com/captf/captf/jobs"
-	"github.com/captf/captf/jobs/runkey"
 )
 
-// runsReader appends to buf the cached Jobs labelled as runs of the named object, for reads
-// only (JobCache.appendOwnerJobs).
-type runsReader func(buf []batchv1.Job, namespace string, kind jobs.Kind, name string) ([]batchv1.Job, error)
+// RunsReader appends to buf the cached Jobs labelled as runs of the named object, for reads
+// only (cache.JobCache.AppendOwnerJobs).
+type RunsReader func(buf []batchv1.Job, namespace string, kind jobs.Kind, name string) ([]batchv1.Job, error)
 
-// backoffWindowsOpen counts, by kind and op, the objects of every kind whose op is inside its
+// RunsFilter keeps, of the Jobs labelled as runs of obj, those that are its runs
+// (workspace.OwnRuns under the run key).
+type RunsFilter func(labelled []batchv1.Job, obj client.Object) []batchv1.Job
+
+// BackoffWindowsOpen counts, by kind and op, the objects of every kind whose op is inside its
 // backoff window, from the objects in the manager's cache and their runs in the Job cache, for
-// the captf_backoff_windows_open gauge; key tells the runs from forgeries as the reconcilers do.
+// the captf_backoff_windows_open gauge; own tells the runs from forgeries as the reconcilers do.
 // It returns nil when either cache cannot tell.
-func backoffWindowsOpen(objects client.Reader, runs runsReader, key *runkey.Key, clk clock.PassiveClock) func() map[[2]string]int {
+func BackoffWindowsOpen(objects client.Reader, runs RunsReader, own RunsFilter, clk clock.PassiveClock) func() map[[2]string]int {
 	return func() map[[2]string]int {
 		now := clk.Now()
 		open := map[[2]string]int{}
@@ -43,7 +45,7 @@ func backoffWindowsOpen(objects client.Reader, runs runsReader, key *runkey.Key,
 				if buf, err = runs(buf[:0], ws.GetNamespace(), jobs.Kind(kind.Kind), ws.GetName()); err != nil {
 					return err
 				}
-				for _, op := range backoffsOpen(workspace.OwnRuns(buf, ws, key), jobs.LimitsOf(ws.WorkspaceSpec().Jobs), now) {
+				for _, op := range backoffsOpen(own(buf, ws), jobs.LimitsOf(ws.WorkspaceSpec().Jobs), now) {
 					open[[2]string{kind.Kind, string(op)}]++
 				}
 				return nil

@@ -1,4 +1,4 @@
-package controller_test
+package cache_test
 
 import (
 	"reflect"
@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/captf/captf/controller"
 	"github.com/captf/captf/controller/decide"
+	"github.com/captf/captf/controller/internal/cache"
 	"github.com/captf/captf/jobs"
 	"github.com/captf/captf/jobs/jobstest"
 )
@@ -42,7 +42,7 @@ func fullJob(b jobstest.Builder, annotations map[string]string) batchv1.Job {
 
 func slim(t *testing.T, j batchv1.Job) batchv1.Job {
 	t.Helper()
-	out, err := controller.SlimJob(&j)
+	out, err := cache.SlimJob(&j)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestSlimJobDropsWhatIsNeverRead(t *testing.T) {
 	if again := slim(t, s); !reflect.DeepEqual(again, s) {
 		t.Errorf("slimming a slim Job changed it:\n%+v\n%+v", again, s)
 	}
-	if out, err := controller.SlimJob("not a Job"); err != nil || out != "not a Job" {
+	if out, err := cache.SlimJob("not a Job"); err != nil || out != "not a Job" {
 		t.Errorf("SlimJob of another type = %v, %v; want it as given", out, err)
 	}
 }
@@ -161,7 +161,7 @@ func TestTheJobCacheGivesBackWhatSlimJobKeeps(t *testing.T) {
 	} {
 		want := slim(t, full)
 		want.TypeMeta = metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}
-		cached := controller.CachedJobOf(&full)
+		cached := cache.CachedJobOf(&full)
 		got := cached.Job()
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: the cache gives back\n%+v\nSlimJob keeps\n%+v", full.Name, got, want)
@@ -171,7 +171,7 @@ func TestTheJobCacheGivesBackWhatSlimJobKeeps(t *testing.T) {
 		if again := cached.Job(); !reflect.DeepEqual(again, want) {
 			t.Errorf("%s: a change to a Job read from the cache reached the cache", full.Name)
 		}
-		cp := cached.DeepCopyObject().(*controller.CachedJob)
+		cp := cached.DeepCopyObject().(*cache.CachedJob)
 		if !reflect.DeepEqual(cp.Job(), want) {
 			t.Errorf("%s: the deep copy differs", full.Name)
 		}

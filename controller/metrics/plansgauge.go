@@ -1,4 +1,4 @@
-package controller
+package metrics
 
 import (
 	"context"
@@ -10,15 +10,14 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/conditions"
-	"github.com/captf/captf/controller/metrics"
 )
 
-// plansAwaitingApproval reads, from the manager's cache, the plans that wait for approval of
+// PlansAwaitingApproval reads, from the manager's cache, the plans that wait for approval of
 // every kind whose objects can have one (those with spec.applyPolicy), for the
 // captf_plans_awaiting_approval and captf_plan_approval_wait_seconds gauges.
-func plansAwaitingApproval(cache client.Reader, clk clock.PassiveClock) func() map[string]metrics.PlanWaits {
-	return func() map[string]metrics.PlanWaits {
-		waits := map[string]metrics.PlanWaits{}
+func PlansAwaitingApproval(cache client.Reader, clk clock.PassiveClock) func() map[string]PlanWaits {
+	return func() map[string]PlanWaits {
+		waits := map[string]PlanWaits{}
 		for _, kind := range infrav1.Kinds {
 			if _, planned := kind.New().(infrav1.Planned); !planned {
 				continue
@@ -34,8 +33,8 @@ func plansAwaitingApproval(cache client.Reader, clk clock.PassiveClock) func() m
 }
 
 // planWaits counts the objects of list whose plan waits for approval, and the longest wait.
-func planWaits(list client.ObjectList, clk clock.PassiveClock) metrics.PlanWaits {
-	var w metrics.PlanWaits
+func planWaits(list client.ObjectList, clk clock.PassiveClock) PlanWaits {
+	var w PlanWaits
 	now := clk.Now()
 	_ = meta.EachListItem(list, func(obj runtime.Object) error {
 		ws, ok := obj.(infrav1.Workspace)

@@ -1,4 +1,4 @@
-package controller
+package cache
 
 import (
 	"errors"
@@ -104,8 +104,8 @@ func (c *CachedJob) shared() batchv1.Job {
 	return job
 }
 
-// finished reports whether the Job has ended, as jobs.OutcomeOf(...).Finished() would.
-func (c *CachedJob) finished() bool { return c.finish != nil }
+// Finished reports whether the Job has ended, as jobs.OutcomeOf(...).Finished() would.
+func (c *CachedJob) Finished() bool { return c.finish != nil }
 
 // GetObjectKind implements runtime.Object.
 func (c *CachedJob) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
@@ -176,10 +176,10 @@ func (c *JobCache) OwnerJobs(namespace string, kind jobs.Kind, name string) ([]b
 	return out, nil
 }
 
-// appendOwnerJobs appends to buf the cached Jobs labelled as runs of the named object, as Jobs
+// AppendOwnerJobs appends to buf the cached Jobs labelled as runs of the named object, as Jobs
 // that share the cache's maps and times (see CachedJob.shared): for reads that neither change
 // nor keep them, such as a scrape's, which would otherwise copy every Job the cache holds.
-func (c *JobCache) appendOwnerJobs(buf []batchv1.Job, namespace string, kind jobs.Kind, name string) ([]batchv1.Job, error) {
+func (c *JobCache) AppendOwnerJobs(buf []batchv1.Job, namespace string, kind jobs.Kind, name string) ([]batchv1.Job, error) {
 	if !c.informer.HasSynced() {
 		return buf, ErrJobCacheNotSynced
 	}
@@ -198,8 +198,8 @@ func (c *JobCache) appendOwnerJobs(buf []batchv1.Job, namespace string, kind job
 // Len is how many Jobs the cache holds.
 func (c *JobCache) Len() int { return len(c.informer.GetStore().ListKeys()) }
 
-// each calls fn with every cached Job, which fn must not change.
-func (c *JobCache) each(fn func(*CachedJob)) {
+// Each calls fn with every cached Job, which fn must not change.
+func (c *JobCache) Each(fn func(*CachedJob)) {
 	for _, o := range c.informer.GetStore().List() {
 		if cj, ok := o.(*CachedJob); ok {
 			fn(cj)

@@ -1,4 +1,4 @@
-package controller
+package metrics
 
 import (
 	"errors"
@@ -7,11 +7,11 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/jobs"
@@ -94,12 +94,12 @@ func TestBackoffWindowsOpenFromTheCaches(t *testing.T) {
 			want:     map[[2]string]int{{"TerraformCluster", "apply"}: 2, {"TerraformCluster", "drift"}: 1},
 		},
 		{
-			name:     "a Job labelled as the object's but controlled by another is not its run",
+			name:     "only the runs the filter keeps count",
 			clusters: []infrav1.TerraformCluster{c},
 			runs:     map[string][]batchv1.Job{"c": {forged}},
 			want:     map[[2]string]int{},
 		},
-		{name: "a Job cache that has not synced tells nothing", clusters: []infrav1.TerraformCluster{a}, runsErr: ErrJobCacheNotSynced},
+		{name: "a Job cache that has not synced tells nothing", clusters: []infrav1.TerraformCluster{a}, runsErr: errors.New("the Job cache has not synced")},
 		{name: "an object cache that fails tells nothing", listErr: errors.New("cache not synced")},
 	}
 	for _, tt := range tests {
@@ -114,7 +114,17 @@ func TestBackoffWindowsOpenFromTheCaches(t *testing.T) {
 				}
 				return buf, nil
 			}
-			got := backoffWindowsOpen(cache, runs, nil, clocktesting.NewFakePassiveClock(now))()
+			// The reconcilers' filter is workspace.OwnRuns; this one keeps the Jobs obj controls.
+			own := func(labelled []batchv1.Job, obj client.Object) []batchv1.Job {
+				var kept []batchv1.Job
+				for _, j := range labelled {
+					if ref := metav1.GetControllerOf(&j); ref != nil && ref.UID == obj.GetUID() {
+						kept = append(kept, j)
+					}
+				}
+				return kept
+			}
+			got := BackoffWindowsOpen(cache, runs, own, clocktesting.NewFakePassiveClock(now))()
 			if (got == nil) != (tt.want == nil) || len(got) != len(tt.want) {
 				t.Fatalf("open = %v, want %v", got, tt.want)
 			}
@@ -122,21 +132,6 @@ func TestBackoffWindowsOpenFromTheCaches(t *testing.T) {
 				if got[key] != n {
 					t.Errorf("open %v = %d, want %d", key, got[key], n)
 				}
-			}
-		})
-	}
-}
-
-// TestASharedCachedJobReadsAsItsCopy: the scrape reads the cached Jobs without copying them, and
-// must read the same Job the reconcilers' copies are.
-func TestASharedCachedJobReadsAsItsCopy(t *testing.T) {
-	created := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	for _, outcome := range []jobs.Outcome{jobs.OutcomeRunning, jobs.OutcomeSucceeded, jobs.OutcomeFailed, jobs.OutcomeInterrupted} {
-		t.Run(string(outcome), func(t *testing.T) {
-			job := jobstest.Builder{Kind: jobs.KindCluster, Name: "web", Op: jobs.OpApply, Attempt: 1, Outcome: outcome, Created: created}.Job()
-			cached := CachedJobOf(&job)
-			if shared, copied := cached.shared(), cached.Job(); !equality.Semantic.DeepEqual(shared, copied) {
-				t.Fatalf("shared %+v, copy %+v", shared, copied)
 			}
 		})
 	}

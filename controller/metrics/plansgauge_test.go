@@ -1,4 +1,4 @@
-package controller
+package metrics
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/conditions"
-	"github.com/captf/captf/controller/metrics"
 )
 
 // clusterLister is a cache holding clusters; it records the kinds listed and fails when told.
@@ -50,7 +49,7 @@ func TestPlansAwaitingApprovalFromTheCache(t *testing.T) {
 		name     string
 		clusters []infrav1.TerraformCluster
 		err      error
-		want     map[string]metrics.PlanWaits
+		want     map[string]PlanWaits
 	}{
 		{
 			name: "clusters with no plan waiting report none for their kind",
@@ -58,7 +57,7 @@ func TestPlansAwaitingApprovalFromTheCache(t *testing.T) {
 				cluster("a", metav1.ConditionTrue, conditions.ReasonApplySucceeded, now.Add(-time.Hour)),
 				{ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: "ns"}},
 			},
-			want: map[string]metrics.PlanWaits{"TerraformCluster": {}},
+			want: map[string]PlanWaits{"TerraformCluster": {}},
 		},
 		{
 			name: "waiting plans are counted and the oldest gives the wait",
@@ -67,7 +66,7 @@ func TestPlansAwaitingApprovalFromTheCache(t *testing.T) {
 				cluster("b", metav1.ConditionUnknown, conditions.ReasonPlanChanged, now.Add(-2*time.Hour)),
 				cluster("c", metav1.ConditionTrue, conditions.ReasonApplySucceeded, now.Add(-48*time.Hour)),
 			},
-			want: map[string]metrics.PlanWaits{"TerraformCluster": {Count: 2, Longest: 2 * time.Hour}},
+			want: map[string]PlanWaits{"TerraformCluster": {Count: 2, Longest: 2 * time.Hour}},
 		},
 		{
 			name: "a cache that fails tells nothing",
@@ -78,7 +77,7 @@ func TestPlansAwaitingApprovalFromTheCache(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cache := &clusterLister{clusters: tt.clusters, err: tt.err}
-			got := plansAwaitingApproval(cache, clocktesting.NewFakePassiveClock(now))()
+			got := PlansAwaitingApproval(cache, clocktesting.NewFakePassiveClock(now))()
 			if len(got) != len(tt.want) || (tt.want == nil) != (got == nil) {
 				t.Fatalf("waits = %v, want %v", got, tt.want)
 			}
@@ -95,7 +94,7 @@ func TestPlansAwaitingApprovalFromTheCache(t *testing.T) {
 // many, so a scrape never lists them.
 func TestOnlyKindsWithAnApplyPolicyAreListed(t *testing.T) {
 	cache := &clusterLister{}
-	plansAwaitingApproval(cache, clocktesting.NewFakePassiveClock(time.Now()))()
+	PlansAwaitingApproval(cache, clocktesting.NewFakePassiveClock(time.Now()))()
 	if len(cache.listed) != 1 || cache.listed[0] != "TerraformCluster" {
 		t.Fatalf("listed %v, want only TerraformCluster", cache.listed)
 	}

@@ -1,4 +1,4 @@
-package controller_test
+package cache_test
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
-	"github.com/captf/captf/controller"
+	"github.com/captf/captf/controller/internal/cache"
 )
 
 // fill sets every exported field reachable from v to a non-zero value (one element per slice
@@ -143,7 +143,7 @@ func checkKeeps(t *testing.T, transform toolscache.TransformFunc, full any, kept
 func TestSlimClusterKeepsWhatTheReconcilersRead(t *testing.T) {
 	var full clusterv1.Cluster
 	fill(reflect.ValueOf(&full).Elem(), 0)
-	checkKeeps(t, controller.SlimCluster, &full, []struct{ path, readBy string }{
+	checkKeeps(t, cache.SlimCluster, &full, []struct{ path, readBy string }{
 		{"apiVersion", "the scheme"},
 		{"kind", "the scheme"},
 		{"metadata.name", "the cache's key; contract input cluster_name"},
@@ -169,7 +169,7 @@ func TestSlimClusterKeepsWhatTheReconcilersRead(t *testing.T) {
 func TestSlimMetadataKeepsWhatTheReconcilersRead(t *testing.T) {
 	var full metav1.PartialObjectMetadata
 	fill(reflect.ValueOf(&full).Elem(), 0)
-	checkKeeps(t, controller.SlimMetadata, &full, []struct{ path, readBy string }{
+	checkKeeps(t, cache.SlimMetadata, &full, []struct{ path, readBy string }{
 		{"apiVersion", "the scheme"},
 		{"kind", "the scheme"},
 		{"metadata.name", "the cache's key"},
@@ -182,7 +182,7 @@ func TestSlimMetadataKeepsWhatTheReconcilersRead(t *testing.T) {
 
 func TestSlimClusterPassesOtherObjects(t *testing.T) {
 	tombstone := toolscache.DeletedFinalStateUnknown{Key: "ns/c"}
-	out, err := controller.SlimCluster(tombstone)
+	out, err := cache.SlimCluster(tombstone)
 	if err != nil || !reflect.DeepEqual(out, tombstone) {
 		t.Errorf("SlimCluster(tombstone) = %v, %v", out, err)
 	}
@@ -209,7 +209,7 @@ func TestStripUnread(t *testing.T) {
 				&corev1.Secret{ObjectMeta: *tc.in.DeepCopy(), Data: map[string][]byte{"key": []byte("secret")}},
 				&metav1.PartialObjectMetadata{ObjectMeta: *tc.in.DeepCopy()},
 			} {
-				out, err := controller.StripUnread(obj)
+				out, err := cache.StripUnread(obj)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -221,14 +221,14 @@ func TestStripUnread(t *testing.T) {
 		})
 	}
 	t.Run("the rest of an object is kept", func(t *testing.T) {
-		out, _ := controller.StripUnread(&corev1.Secret{Data: map[string][]byte{"key": []byte("secret")}})
+		out, _ := cache.StripUnread(&corev1.Secret{Data: map[string][]byte{"key": []byte("secret")}})
 		if got := out.(*corev1.Secret).Data; string(got["key"]) != "secret" {
 			t.Errorf("data = %v", got)
 		}
 	})
 	t.Run("a tombstone passes", func(t *testing.T) {
 		tombstone := toolscache.DeletedFinalStateUnknown{Key: "ns/s"}
-		if out, err := controller.StripUnread(tombstone); err != nil || !reflect.DeepEqual(out, tombstone) {
+		if out, err := cache.StripUnread(tombstone); err != nil || !reflect.DeepEqual(out, tombstone) {
 			t.Errorf("StripUnread(tombstone) = %v, %v", out, err)
 		}
 	})
@@ -257,7 +257,7 @@ func TestIntern(t *testing.T) {
 	a, b := object(), object()
 	want := a.DeepCopy()
 	for _, obj := range []*infrav1.TerraformCluster{a, b} {
-		out, err := controller.Intern(obj)
+		out, err := cache.Intern(obj)
 		if err != nil || out != any(obj) {
 			t.Fatalf("Intern = %v, %v; want the object it was given", out, err)
 		}
@@ -307,7 +307,7 @@ func TestIntern(t *testing.T) {
 	})
 	t.Run("a tombstone passes", func(t *testing.T) {
 		tombstone := toolscache.DeletedFinalStateUnknown{Key: "ns/s"}
-		if out, err := controller.Intern(tombstone); err != nil || !reflect.DeepEqual(out, tombstone) {
+		if out, err := cache.Intern(tombstone); err != nil || !reflect.DeepEqual(out, tombstone) {
 			t.Errorf("Intern(tombstone) = %v, %v", out, err)
 		}
 	})

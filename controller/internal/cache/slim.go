@@ -1,4 +1,4 @@
-package controller
+package cache
 
 import (
 	"slices"
@@ -174,8 +174,8 @@ func internKeys(m map[string]string) map[string]string {
 	return out
 }
 
-// chain is the transform that applies each of fns in turn.
-func chain(fns ...toolscache.TransformFunc) toolscache.TransformFunc {
+// Chain is the transform that applies each of fns in turn.
+func Chain(fns ...toolscache.TransformFunc) toolscache.TransformFunc {
 	return func(in any) (any, error) {
 		var err error
 		for _, fn := range fns {
