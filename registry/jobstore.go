@@ -15,19 +15,12 @@ type jobKey struct{ namespace, name string }
 
 // jobStore holds the records of the managed Jobs by namespace and name and by owner key. It
 // takes the place of an informer's store and its indexes, whose key strings and index sets
-// cost more per Job than the compact record itself. It never publishes; see jobFeed. It keeps
-// its recent changes, under the same lock as the records, so that a paged list can read the
-// store as it was at an earlier resourceVersion (see changeLog), and for paged lists an index
-// of its records sorted by key (see keyIndex).
+// cost more per Job than the compact record itself. It keeps only the current records, and
+// never publishes; see jobFeed.
 type jobStore struct {
 	mu      sync.RWMutex
 	byName  map[jobKey]*jobRecord
 	byOwner map[string][]*jobRecord
-	changes changeLog
-
-	// indexMu guards index, which readers build under mu's read lock.
-	indexMu sync.Mutex
-	index   *keyIndex
 }
 
 func newJobStore() *jobStore {
@@ -63,16 +56,12 @@ func (s *jobStore) putLocked(r *jobRecord) (before *jobRecord) {
 	if before != nil {
 		s.unlinkLocked(before)
 	}
-	if before == nil || before.resourceVersion != r.resourceVersion {
-		s.changes.add(jobChange{rv: versionOf(r), key: k, before: before})
-	}
 	owner := r.ownerKey()
 	s.byOwner[owner] = append(s.byOwner[owner], r)
 	return before
 }
 
-// remove drops the record of the Job r names, which it returns (nil when absent); the change
-// is kept at r's resourceVersion, the version of the deletion.
+// remove drops the record of the Job r names, which it returns (nil when absent).
 func (s *jobStore) remove(r *jobRecord) (before *jobRecord) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -81,7 +70,6 @@ func (s *jobStore) remove(r *jobRecord) (before *jobRecord) {
 	if before != nil {
 		delete(s.byName, k)
 		s.unlinkLocked(before)
-		s.changes.add(jobChange{rv: versionOf(r), key: k, before: before})
 	}
 	return before
 }
@@ -199,9 +187,8 @@ func (f *jobFeed) Delete(obj any) error {
 // Replace implements cache.ReflectorStore: the store becomes list, and each difference is a
 // change. The first Replace is the initial list; after it the feed has synced. A Job missing
 // from a relist was deleted at some version up to the list's, resourceVersion: its deletion is
-// published and kept at that version, after the updates the list brings, so that watchers
-// that resume and paged lists begun before the relist both count it as newer than what they
-// saw.
+// published at that version, after the updates the list brings, so that watchers that resume
+// count it as newer than what they saw.
 func (f *jobFeed) Replace(list []any, resourceVersion string) error {
 	records := make(map[jobKey]*jobRecord, len(list))
 	ordered := make([]*jobRecord, 0, len(list))

@@ -58,8 +58,8 @@ type Source struct {
 	// synced is set once every informer has synced; events of the initial lists are not
 	// published.
 	synced atomic.Bool
-	// catchUpWait is how long a paged list waits for a resourceVersion the Source has not
-	// reached; tests shorten it.
+	// catchUpWait is how long a list at an exact resourceVersion waits for one the Source has
+	// not reached (see listVersionOf); tests shorten it.
 	catchUpWait time.Duration
 	// runKey is the install's run key once known (see LoadRunKey); nil until then, when no
 	// plan verifies. It is set once, under publishMu.
@@ -310,6 +310,16 @@ func (s *Source) listRuns(sel selection) []*runs.Run {
 	return out
 }
 
+// runItems computes the selected runs as the items of a list, sorted by namespace and name.
+func (s *Source) runItems(sel selection) []runs.Run {
+	list := s.listRuns(sel)
+	out := make([]runs.Run, len(list))
+	for i, r := range list {
+		out[i] = *r
+	}
+	return out
+}
+
 // appendRuns appends to out the runs of selected, records of one owner key, that the field
 // selector selects, computed among siblings: every record of that key.
 func (s *Source) appendRuns(out []*runs.Run, sel selection, selected, siblings []*jobRecord, now time.Time) []*runs.Run {
@@ -338,6 +348,16 @@ func (s *Source) listPlans(sel selection) []*runs.Plan {
 	slices.SortFunc(out, func(a, b *runs.Plan) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
+	return out
+}
+
+// planItems computes the selected plans as the items of a list, sorted by namespace and name.
+func (s *Source) planItems(sel selection) []runs.Plan {
+	list := s.listPlans(sel)
+	out := make([]runs.Plan, len(list))
+	for i, p := range list {
+		out[i] = *p
+	}
 	return out
 }
 

@@ -2,7 +2,6 @@ package registry
 
 import (
 	"context"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -87,21 +86,14 @@ func (s *RunREST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (r
 	return run, nil
 }
 
-// List implements rest.Lister. Without limit, continue or an exact resourceVersion it computes
-// every selected run from the current records, at the newest Job version published; otherwise
-// it reads a page of a snapshot (see listPage).
+// List implements rest.Lister: every selected run, computed from the current records at the
+// list's version (see listVersionOf).
 func (s *RunREST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
-	items, meta, err := listViews(ctx, s.src, options, s.src.listRuns, func(sel selection, selected, siblings []*jobRecord, now time.Time) []*runs.Run {
-		return s.src.appendRuns(nil, sel, selected, siblings, now)
-	})
+	items, meta, err := listViews(ctx, s.src, options, s.src.runItems)
 	if err != nil {
 		return nil, err
 	}
-	list := &runs.RunList{ListMeta: meta, Items: make([]runs.Run, len(items))}
-	for i, r := range items {
-		list.Items[i] = *r
-	}
-	return list, nil
+	return &runs.RunList{ListMeta: meta, Items: items}, nil
 }
 
 // Watch implements rest.Watcher; see watchFor.
@@ -179,41 +171,27 @@ func (s *PlanREST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (
 
 // List implements rest.Lister, like RunREST.List.
 func (s *PlanREST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
-	items, meta, err := listViews(ctx, s.src, options, s.src.listPlans, func(sel selection, selected, siblings []*jobRecord, _ time.Time) []*runs.Plan {
-		return s.src.appendPlans(nil, sel, selected, func() []*jobRecord { return siblings })
-	})
+	items, meta, err := listViews(ctx, s.src, options, s.src.planItems)
 	if err != nil {
 		return nil, err
 	}
-	list := &runs.PlanList{ListMeta: meta, Items: make([]runs.Plan, len(items))}
-	for i, p := range items {
-		list.Items[i] = *p
-	}
-	return list, nil
+	return &runs.PlanList{ListMeta: meta, Items: items}, nil
 }
 
-// listViews lists the runs or plans a request selects: without limit, continue or an exact
-// resourceVersion, every one computed by all from the current records at the newest Job
-// version published; otherwise a page of a snapshot, computed by page (see listPage).
-func listViews[T metav1.Object](ctx context.Context, src *Source, options *metainternalversion.ListOptions, all func(selection) []T,
-	page func(sel selection, selected, siblings []*jobRecord, now time.Time) []T) ([]T, metav1.ListMeta, error) {
+// listViews lists the runs or plans a request selects: every one, computed by items from the
+// current records, with the list metadata of a whole list, which holds only its
+// resourceVersion (see listVersionOf).
+func listViews[T any](ctx context.Context, src *Source, options *metainternalversion.ListOptions, items func(selection) []T) ([]T, metav1.ListMeta, error) {
 	if err := src.ready(); err != nil {
 		return nil, metav1.ListMeta{}, err
 	}
-	namespace := genericapirequest.NamespaceValue(ctx)
-	req, err := listRequestOf(namespace, options)
+	// The version first: a watch from it then misses nothing the list did not show.
+	rv, err := src.listVersionOf(ctx, options)
 	if err != nil {
 		return nil, metav1.ListMeta{}, err
 	}
-	sel := selectionOf(namespace, options)
-	if req.paged {
-		return listPage(ctx, src, req, sel, func(selected, siblings []*jobRecord, now time.Time) []T {
-			return page(sel, selected, siblings, now)
-		})
-	}
-	// The version first: a watch from it then misses nothing the list did not show.
-	meta := metav1.ListMeta{ResourceVersion: src.listRV()}
-	return all(sel), meta, nil
+	sel := selectionOf(genericapirequest.NamespaceValue(ctx), options)
+	return items(sel), metav1.ListMeta{ResourceVersion: rv}, nil
 }
 
 // Watch implements rest.Watcher; see watchFor.
