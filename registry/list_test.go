@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -359,4 +360,41 @@ func TestWholeListsWhileJobsChange(t *testing.T) {
 	}
 	close(done)
 	<-stopped
+}
+
+func TestSortItems(t *testing.T) {
+	run := func(key string) runs.Run {
+		namespace, name, _ := strings.Cut(key, "/")
+		return runs.Run{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	}
+	tests := []struct {
+		name string
+		keys []string
+	}{
+		{name: "no items stay none", keys: nil},
+		{name: "one item stays", keys: []string{"a/x"}},
+		{name: "sorted items stay in place", keys: []string{"a/x", "a/y", "b/x"}},
+		{name: "reversed items are turned around", keys: []string{"c/z", "b/y", "b/x", "a/z", "a/y"}},
+		{name: "items in one cycle each move once to their place", keys: []string{"a/2", "a/3", "a/4", "a/5", "a/1"}},
+		{name: "items in several cycles and fixed places are all placed", keys: []string{"a/2", "a/1", "a/3", "a/6", "a/4", "a/5", "a/8", "a/7"}},
+		{name: "the namespace orders before the name", keys: []string{"b/a", "a/z", "a/a", "b/0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			items := make([]runs.Run, len(tt.keys))
+			for i, k := range tt.keys {
+				items[i] = run(k)
+			}
+			want := slices.Clone(tt.keys)
+			slices.Sort(want)
+			sortItems(items)
+			got := make([]string, len(items))
+			for i := range items {
+				got[i] = items[i].Namespace + "/" + items[i].Name
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("sorted %v to %v, want %v", tt.keys, got, want)
+			}
+		})
+	}
 }

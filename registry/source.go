@@ -297,96 +297,137 @@ func (sel selection) fieldValue(field string) (string, bool) {
 	return sel.field.RequiresExactMatch(field)
 }
 
-// listRuns computes the selected runs, sorted by namespace and name.
+// listRuns computes the selected runs, sorted by namespace and name: the initial objects of a
+// watch.
 func (s *Source) listRuns(sel selection) []*runs.Run {
-	now := s.now()
 	var out []*runs.Run
-	for key, selected := range s.candidates(sel) {
-		out = s.appendRuns(out, sel, selected, s.siblings(key), now)
-	}
-	slices.SortFunc(out, func(a, b *runs.Run) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
+	s.eachRun(sel, s.candidates(sel), func(run *runs.Run) { out = append(out, run) })
+	slices.SortFunc(out, func(a, b *runs.Run) int { return compareObjects(a, b) })
 	return out
 }
 
 // runItems computes the selected runs as the items of a list, sorted by namespace and name.
+// Each run is copied into the items as it is computed, so that a list does not hold every run
+// twice, and the items are allocated once: a candidate record makes at most one run.
 func (s *Source) runItems(sel selection) []runs.Run {
-	list := s.listRuns(sel)
-	out := make([]runs.Run, len(list))
-	for i, r := range list {
-		out[i] = *r
+	candidates := s.candidates(sel)
+	n := 0
+	for _, records := range candidates {
+		n += len(records)
 	}
+	out := make([]runs.Run, 0, n)
+	s.eachRun(sel, candidates, func(run *runs.Run) { out = append(out, *run) })
+	if len(out) < cap(out)/2 {
+		// A field selector on a computed field left most of the items unused; the list keeps
+		// only what it selected.
+		out = append(make([]runs.Run, 0, len(out)), out...)
+	}
+	sortItems(out)
 	return out
 }
 
-// appendRuns appends to out the runs of selected, records of one owner key, that the field
-// selector selects, computed among siblings: every record of that key.
-func (s *Source) appendRuns(out []*runs.Run, sel selection, selected, siblings []*jobRecord, now time.Time) []*runs.Run {
-	for _, g := range s.groupsOf(siblings) {
-		h := g.history()
+// eachRun calls emit with each run of candidates (see candidates) that the field selector
+// selects, in no particular order.
+func (s *Source) eachRun(sel selection, candidates map[string][]*jobRecord, emit func(*runs.Run)) {
+	now := s.now()
+	for key, selected := range candidates {
+		for _, g := range s.groupsOf(s.siblings(key)) {
+			h := g.history()
+			for _, r := range selected {
+				i := h.Index(r.name)
+				if i < 0 {
+					continue
+				}
+				run := runOfView(h.Job(i), h.ViewRun(i, now))
+				if sel.field == nil || sel.field.Empty() || sel.field.Matches(runFieldSet(run)) {
+					emit(run)
+				}
+			}
+		}
+	}
+}
+
+// listPlans computes the selected plans, sorted by namespace and name: the initial objects of
+// a watch.
+func (s *Source) listPlans(sel selection) []*runs.Plan {
+	var out []*runs.Plan
+	s.eachPlan(sel, s.candidates(sel), func(plan *runs.Plan) { out = append(out, plan) })
+	slices.SortFunc(out, func(a, b *runs.Plan) int { return compareObjects(a, b) })
+	return out
+}
+
+// planItems computes the selected plans as the items of a list, sorted by namespace and name,
+// each copied into the items as it is computed, as runItems does. Most Jobs carry no plan, so
+// the items grow as plans are found.
+func (s *Source) planItems(sel selection) []runs.Plan {
+	var out []runs.Plan
+	s.eachPlan(sel, s.candidates(sel), func(plan *runs.Plan) { out = append(out, *plan) })
+	sortItems(out)
+	return out
+}
+
+// eachPlan calls emit with each plan of candidates (see candidates) that the field selector
+// selects, in no particular order. The views of an object's Jobs are built only when one of its
+// selected records carries a plan.
+func (s *Source) eachPlan(sel selection, candidates map[string][]*jobRecord, emit func(*runs.Plan)) {
+	for key, selected := range candidates {
+		var (
+			groups []group
+			built  bool
+		)
 		for _, r := range selected {
-			i := h.Index(r.name)
+			job := r.job()
+			if _, ok := jobs.PlanSourceOf(&job); !ok {
+				continue
+			}
+			if !built {
+				groups, built = s.groupsOf(s.siblings(key)), true
+			}
+			g, i := findJob(groups, r.name)
 			if i < 0 {
 				continue
 			}
-			run := runOfView(h.Job(i), h.ViewRun(i, now))
-			if sel.field == nil || sel.field.Empty() || sel.field.Matches(runFieldSet(run)) {
-				out = append(out, run)
+			plan, ok := g.plan(i)
+			if ok && (sel.field == nil || sel.field.Empty() || sel.field.Matches(planFieldSet(plan))) {
+				emit(plan)
 			}
 		}
 	}
-	return out
 }
 
-// listPlans computes the selected plans, sorted by namespace and name.
-func (s *Source) listPlans(sel selection) []*runs.Plan {
-	var out []*runs.Plan
-	for key, selected := range s.candidates(sel) {
-		out = s.appendPlans(out, sel, selected, func() []*jobRecord { return s.siblings(key) })
+// compareObjects orders runs and plans by namespace, then name: the order of lists.
+func compareObjects(a, b metav1.Object) int {
+	return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
+}
+
+// sortItems sorts the items of a list by namespace and name. It sorts their indexes, then moves
+// each item once to its place along the cycles of that order, rather than swapping the items,
+// which are large, as often as a sort would.
+func sortItems[T any, P interface {
+	*T
+	metav1.Object
+}](items []T) {
+	order := make([]int, len(items))
+	for i := range order {
+		order[i] = i
 	}
-	slices.SortFunc(out, func(a, b *runs.Plan) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
-	return out
-}
-
-// planItems computes the selected plans as the items of a list, sorted by namespace and name.
-func (s *Source) planItems(sel selection) []runs.Plan {
-	list := s.listPlans(sel)
-	out := make([]runs.Plan, len(list))
-	for i, p := range list {
-		out[i] = *p
-	}
-	return out
-}
-
-// appendPlans appends to out the plans of selected, records of one owner key, that the field
-// selector selects. siblings returns every record of that key; it is called only when one of
-// selected carries a plan.
-func (s *Source) appendPlans(out []*runs.Plan, sel selection, selected []*jobRecord, siblings func() []*jobRecord) []*runs.Plan {
-	var (
-		groups []group
-		built  bool
-	)
-	for _, r := range selected {
-		job := r.job()
-		if _, ok := jobs.PlanSourceOf(&job); !ok {
+	slices.SortFunc(order, func(a, b int) int { return compareObjects(P(&items[a]), P(&items[b])) })
+	// Place i takes the item at order[i]; order[i] == i marks a place that holds its item.
+	for i := range items {
+		if order[i] == i {
 			continue
 		}
-		if !built {
-			groups, built = s.groupsOf(siblings()), true
+		first := items[i]
+		j := i
+		for order[j] != i {
+			next := order[j]
+			items[j] = items[next]
+			order[j] = j
+			j = next
 		}
-		g, i := findJob(groups, r.name)
-		if i < 0 {
-			continue
-		}
-		plan, ok := g.plan(i)
-		if ok && (sel.field == nil || sel.field.Empty() || sel.field.Matches(planFieldSet(plan))) {
-			out = append(out, plan)
-		}
+		items[j] = first
+		order[j] = j
 	}
-	return out
 }
 
 // getRun computes one run.

@@ -72,6 +72,7 @@ func (c tableConvertor) ConvertToTable(_ context.Context, object runtime.Object,
 		if err != nil {
 			return nil, err
 		}
+		table.Rows = make([]metav1.TableRow, 0, len(items))
 		for _, item := range items {
 			if err := add(item); err != nil {
 				return nil, err
