@@ -22,7 +22,10 @@ for n in "${sizes[@]}"; do
 			return ""
 		}
 		/^BenchmarkAggregatedList\/kubectl-get-jobs/ { jobs = metric($0, "ns/op") / 1e9; kubeRSS = metric($0, "kube-apiserver-RSS-B/job") }
-		/^BenchmarkAggregatedList\/kubectl-get-runs-[0-9]/ { runs = metric($0, "ns/op") / 1e9; rss = metric($0, "apiserver-RSS-B/job") }
+		/^BenchmarkAggregatedList\/kubectl-get-runs-[0-9]/ {
+			runs = metric($0, "ns/op") / 1e9; rss = metric($0, "apiserver-RSS-B/job")
+			lg = metric($0, "list-peak-growth-MB"); ls = metric($0, "list-peak/steady")
+		}
 		/^BenchmarkAggregatedList\/kubectl-get-runs-floor/ { floor = metric($0, "ns/op") / 1e9 }
 		/^BenchmarkAggregatedLabelSelectedList/ { label = metric($0, "p50-ms") }
 		/^BenchmarkAggregatedWatchDelay/ { delay = metric($0, "p50-ms") }
@@ -37,6 +40,8 @@ for n in "${sizes[@]}"; do
 			printf "| One object'\''s runs by label, p50 (ms) | %s | | |\n", label
 			printf "| Watch event delay, p50 (ms) | %s | | |\n", delay
 			printf "| RSS per retained Job (B) | %.0f | %.0f | |\n", rss, kubeRSS
+			printf "| One whole list: captf peak RSS growth (MB) | %s | | |\n", lg
+			printf "| One whole list: captf peak RSS / steady RSS | %s | | |\n", ls
 			printf "| 50 watchers: the last has its initial events (s) | %s | %s | %.2f× |\n", rl, jl, (jl > 0 ? rl / jl : 0)
 			printf "| 50 watchers: peak RSS growth (MB) | %s | %s | %.2f× |\n", cg, kg, (kg > 0 ? cg / kg : 0)
 			printf "| 50 watchers: captf peak RSS growth / steady RSS | %s | | |\n", cs

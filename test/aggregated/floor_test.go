@@ -21,7 +21,7 @@ import (
 // replayServer stands between kubectl and kube-apiserver: while recording it forwards each
 // request and keeps the answer; then it answers the same requests with the kept bytes alone.
 // kubectl reading a list from it is the floor of that list: kubectl's own work on the same
-// Table pages, with a server that spends nothing.
+// Table answers, with a server that spends nothing.
 type replayServer struct {
 	server    *httptest.Server
 	target    string

@@ -90,10 +90,37 @@ func watchStorm(rc rest.Interface, path string, pid, want int) (stormResult, err
 	if res.steadyRSS = procMemory(pid, "VmRSS"); res.steadyRSS == 0 {
 		return res, fmt.Errorf("cannot read the memory of process %d", pid)
 	}
-	// The peak is the kernel's high-water mark, reset for the storm, and the samples taken
-	// meanwhile where the kernel does not allow the reset.
+	peakRSS := measurePeakRSS(pid, res.steadyRSS)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	took := make([]time.Duration, stormWatchers)
+	errs := make([]error, stormWatchers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range stormWatchers {
+		wg.Go(func() {
+			took[i], errs[i] = initialEvents(ctx, rc, path, want, start)
+		})
+	}
+	wg.Wait()
+	peak := peakRSS()
+	if err := errors.Join(errs...); err != nil {
+		return res, err
+	}
+	res.peakGrowth = max(peak-res.steadyRSS, 0)
+	slices.Sort(took)
+	res.last, res.p50 = took[len(took)-1], took[len(took)/2]
+	return res, nil
+}
+
+// measurePeakRSS starts measuring the peak resident memory of process pid, whose resident
+// memory is steady now, in bytes; the function it returns stops measuring and returns the
+// peak. The peak is the kernel's high-water mark, reset now, and samples taken every 50 ms
+// meanwhile, which is all there is where the kernel does not allow the reset.
+func measurePeakRSS(pid, steady int) (stop func() int) {
 	resetHWM := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0) == nil
-	sampled := res.steadyRSS
+	sampled := steady
 	stopSampling := make(chan struct{})
 	sampling := make(chan struct{})
 	go func() {
@@ -109,32 +136,15 @@ func watchStorm(rc rest.Interface, path string, pid, want int) (stormResult, err
 			}
 		}
 	}()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	took := make([]time.Duration, stormWatchers)
-	errs := make([]error, stormWatchers)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range stormWatchers {
-		wg.Go(func() {
-			took[i], errs[i] = initialEvents(ctx, rc, path, want, start)
-		})
+	return func() int {
+		close(stopSampling)
+		<-sampling
+		peak := sampled
+		if resetHWM {
+			peak = max(peak, procMemory(pid, "VmHWM"))
+		}
+		return peak
 	}
-	wg.Wait()
-	close(stopSampling)
-	<-sampling
-	if err := errors.Join(errs...); err != nil {
-		return res, err
-	}
-	peak := sampled
-	if resetHWM {
-		peak = max(peak, procMemory(pid, "VmHWM"))
-	}
-	res.peakGrowth = max(peak-res.steadyRSS, 0)
-	slices.Sort(took)
-	res.last, res.p50 = took[len(took)-1], took[len(took)/2]
-	return res, nil
 }
 
 // initialEvents opens one watch of path with its initial events and reads it until the
