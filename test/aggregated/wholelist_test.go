@@ -131,7 +131,7 @@ func TestKubectlChunkSizeGetsTheWholeList(t *testing.T) {
 				t.Fatalf("%v: %s", err, raw)
 			}
 			var list struct {
-				Metadata metav1.ListMeta  `json:"metadata"`
+				Metadata metav1.ListMeta   `json:"metadata"`
 				Items    []json.RawMessage `json:"items"`
 				Rows     []json.RawMessage `json:"rows"`
 			}
