@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -163,6 +164,7 @@ func TestRunTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	first := obj.(*runs.RunList).Items[0]
 	table, err := storage.ConvertToTable(context.Background(), obj, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -200,9 +202,61 @@ func TestRunTable(t *testing.T) {
 	if table.ResourceVersion != obj.(*runs.RunList).ResourceVersion {
 		t.Errorf("table resourceVersion = %q", table.ResourceVersion)
 	}
-	one, err := storage.ConvertToTable(context.Background(), &obj.(*runs.RunList).Items[0], &metav1.TableOptions{NoHeaders: true})
+	one, err := storage.ConvertToTable(context.Background(), &first, &metav1.TableOptions{NoHeaders: true})
 	if err != nil || len(one.Rows) != 1 || one.ColumnDefinitions != nil {
 		t.Errorf("single object table = %+v, %v", one, err)
+	}
+}
+
+// TestATableListCarriesWholeObjectsOnlyWhenAsked: rows of a listed Table carry each run's
+// metadata (what the server sends by default) and let go of the list, so a whole list's runs
+// can be collected while the Table is encoded; includeObject=Object keeps the runs.
+func TestATableListCarriesWholeObjectsOnlyWhenAsked(t *testing.T) {
+	tests := []struct {
+		name          string
+		includeObject metav1.IncludeObjectPolicy
+		wantWhole     bool
+	}{
+		{name: "default sends metadata", includeObject: "", wantWhole: false},
+		{name: "Metadata sends metadata", includeObject: metav1.IncludeMetadata, wantWhole: false},
+		{name: "None sends metadata the server then drops", includeObject: metav1.IncludeNone, wantWhole: false},
+		{name: "Object sends the runs", includeObject: metav1.IncludeObject, wantWhole: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src, _ := newFixture(t)
+			storage := NewRunREST(src)
+			obj, err := storage.List(genericapirequest.WithNamespace(context.Background(), "team-a"), listOptions("", ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			list := obj.(*runs.RunList)
+			want := append([]runs.Run(nil), list.Items...)
+			table, err := storage.ConvertToTable(context.Background(), obj, &metav1.TableOptions{IncludeObject: tt.includeObject})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(table.Rows) != len(want) {
+				t.Fatalf("rows = %d, want %d", len(table.Rows), len(want))
+			}
+			for i, row := range table.Rows {
+				switch o := row.Object.Object.(type) {
+				case *runs.Run:
+					if !tt.wantWhole || o.Name != want[i].Name {
+						t.Errorf("row %d object = run %s, want whole=%v of %s", i, o.Name, tt.wantWhole, want[i].Name)
+					}
+				case *metav1.PartialObjectMetadata:
+					if tt.wantWhole || !reflect.DeepEqual(o.ObjectMeta, want[i].ObjectMeta) {
+						t.Errorf("row %d object = metadata %+v, want whole=%v, metadata %+v", i, o.ObjectMeta, tt.wantWhole, want[i].ObjectMeta)
+					}
+				default:
+					t.Errorf("row %d object = %T", i, o)
+				}
+			}
+			if kept := len(list.Items) > 0; kept != tt.wantWhole {
+				t.Errorf("list keeps its items = %v, want %v", kept, tt.wantWhole)
+			}
+		})
 	}
 }
 

@@ -59,12 +59,12 @@ func (c tableConvertor) ConvertToTable(_ context.Context, object runtime.Object,
 		table.ColumnDefinitions = c.columns
 	}
 	now := c.now()
-	add := func(obj runtime.Object) error {
+	add := func(obj, rowObject runtime.Object) error {
 		cells, ok := c.row(obj, now)
 		if !ok {
 			return fmt.Errorf("cannot render %T as a table row", obj)
 		}
-		table.Rows = append(table.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: obj}})
+		table.Rows = append(table.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: rowObject}})
 		return nil
 	}
 	if meta.IsListType(object) {
@@ -72,9 +72,16 @@ func (c tableConvertor) ConvertToTable(_ context.Context, object runtime.Object,
 		if err != nil {
 			return nil, err
 		}
+		whole := wantsWholeObjects(tableOptions)
 		table.Rows = make([]metav1.TableRow, 0, len(items))
 		for _, item := range items {
-			if err := add(item); err != nil {
+			rowObject := item
+			if !whole {
+				if rowObject, err = metadataOnly(item); err != nil {
+					return nil, err
+				}
+			}
+			if err := add(item, rowObject); err != nil {
 				return nil, err
 			}
 		}
@@ -83,15 +90,41 @@ func (c tableConvertor) ConvertToTable(_ context.Context, object runtime.Object,
 			table.Continue = l.GetContinue()
 			table.RemainingItemCount = l.GetRemainingItemCount()
 		}
+		if !whole {
+			// The rows no longer point into the list, so its items can be collected while
+			// the server encodes the Table: a whole list's peak memory holds the rows and the
+			// response, not every run twice over.
+			if err := meta.SetList(object, nil); err != nil {
+				return nil, err
+			}
+		}
 		return table, nil
 	}
-	if err := add(object); err != nil {
+	if err := add(object, object); err != nil {
 		return nil, err
 	}
 	if m, err := meta.Accessor(object); err == nil {
 		table.ResourceVersion = m.GetResourceVersion()
 	}
 	return table, nil
+}
+
+// wantsWholeObjects reports whether the Table's rows must carry whole objects: only when the
+// client asks with includeObject=Object (kubectl does for --sort-by). Otherwise the server
+// sends each row's metadata (the default) or nothing.
+func wantsWholeObjects(tableOptions runtime.Object) bool {
+	opts, ok := tableOptions.(*metav1.TableOptions)
+	return ok && opts.IncludeObject == metav1.IncludeObject
+}
+
+// metadataOnly returns the metadata of obj as a PartialObjectMetadata, which is all the server
+// puts in a row unless the client asks for whole objects.
+func metadataOnly(obj runtime.Object) (runtime.Object, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, fmt.Errorf("reading the metadata of %T: %w", obj, err)
+	}
+	return meta.AsPartialObjectMetadata(m), nil
 }
 
 // runRow renders a run: NAME, TARGET, OP, ATTEMPT, RETRY, PHASE, AGE, DURATION, NEXT-RETRY,
