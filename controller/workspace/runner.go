@@ -217,17 +217,15 @@ func (p *pass) ensureRunnerIdentity(ctx context.Context) error {
 		if _, found, err := cachedMetadata(ctx, p.r.Metadata, w.gvk, client.ObjectKeyFromObject(obj)); err == nil && found {
 			continue
 		}
-		err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
-		if err == nil {
-			continue
-		}
-		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("reading the runner's %s %s: %w", w.gvk.Kind, obj.GetName(), err)
-		}
-		if err := p.r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		// Not in the cache: create it. One that exists all the same (the cache lags behind a
+		// create) answers AlreadyExists, which costs no more than reading it first would.
+		switch err := p.r.Client.Create(ctx, obj); {
+		case apierrors.IsAlreadyExists(err):
+		case err != nil:
 			return fmt.Errorf("creating the runner's %s %s: %w", w.gvk.Kind, obj.GetName(), err)
+		default:
+			logf.FromContext(ctx).Info("created what the runner needs", "kind", w.gvk.Kind, "name", obj.GetName())
 		}
-		logf.FromContext(ctx).Info("created what the runner needs", "kind", w.gvk.Kind, "name", obj.GetName())
 	}
 	return nil
 }
