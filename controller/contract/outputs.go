@@ -182,7 +182,8 @@ type Decoded struct {
 type Expect struct {
 	// ProviderID is the provider ID the object holds; a machine's must never change.
 	ProviderID string
-	// FailureDomain is the failure domain the owner Machine asked for, "" for none.
+	// FailureDomain is the failure domain the owner Machine asked for, "" for none. A machine's
+	// failure_domain output, when not null, must be it.
 	FailureDomain string
 }
 
@@ -340,7 +341,8 @@ var decoders = map[string]decoder{
 			return invalid(rule)
 		}
 		d.Outputs.FailureDomain = fd
-		if expect.FailureDomain != "" && fd != expect.FailureDomain {
+		// Null is no mismatch: a module need not report where it placed the machine.
+		if fd != "" && expect.FailureDomain != "" && fd != expect.FailureDomain {
 			return conditions.ReasonFailureDomainMismatch, "differs from the failure domain the Machine asked for"
 		}
 		return "", ""
