@@ -23,14 +23,16 @@ import (
 // These are the only functions that know each kind's contract fields.
 
 // decodeOutputs decodes the outputs of a state read live for obj's role. ok is false when there
-// is nothing to decode: no state yet, or one that was never applied.
-func decodeOutputs(kind infrav1.KindInfo, obj infrav1.Workspace, st state.State) (contract.Decoded, bool) {
+// is nothing to decode: no state yet, or one that was never applied. failureDomain is the one a
+// machine's Machine asks for ("" for none, or not known): a machine's failure_domain output must
+// be it, and its provider ID the one it holds.
+func decodeOutputs(kind infrav1.KindInfo, obj infrav1.Workspace, st state.State, failureDomain string) (contract.Decoded, bool) {
 	if !st.Exists || st.InputsHash == "" {
 		return contract.Decoded{}, false
 	}
 	expect := contract.Expect{}
 	if m, isMachine := obj.(*infrav1.TerraformMachine); isMachine {
-		expect.ProviderID = m.Spec.ProviderID
+		expect = contract.Expect{ProviderID: m.Spec.ProviderID, FailureDomain: failureDomain}
 	}
 	return contract.Decode(contract.RoleOf(kind), st.Outputs[contract.WorkspaceOutput], expect), true
 }
@@ -90,12 +92,18 @@ func provisions(d contract.Decoded) bool {
 // withProvisioningRebuilt returns obj, or a copy marked provisioned when its status does not say
 // so but its state's outputs do. clusterctl move carries the state and not the status: a moved
 // machine must be known as provisioned before anything asks whether its inputs may change, or
-// its changed inputs would be applied again.
+// its changed inputs would be applied again. The owners are not read yet, so only the provider
+// ID is checked: the machine was provisioned under the failure domain check before it moved.
+// A status that already found the outputs outside the Machine's failure domain is not
+// overruled: that machine is not provisioned, so its inputs are read and a change is applied.
 func withProvisioningRebuilt(kind infrav1.KindInfo, obj infrav1.Workspace, st state.State, stateErr error) infrav1.Workspace {
 	if obj.WorkspaceStatus().IsProvisioned() || stateErr != nil {
 		return obj
 	}
-	if d, ok := decodeOutputs(kind, obj, st); !ok || !provisions(d) {
+	if c := conditions.Get(obj.WorkspaceStatus().Conditions, conditions.OutputsValid); c != nil && c.Reason == conditions.ReasonFailureDomainMismatch {
+		return obj
+	}
+	if d, ok := decodeOutputs(kind, obj, st, ""); !ok || !provisions(d) {
 		return obj
 	}
 	rebuilt := obj.DeepCopyObject().(infrav1.Workspace)
@@ -136,9 +144,11 @@ func writeBackSpec(obj infrav1.Workspace, d contract.Decoded) bool {
 
 // applyOutputs writes what the state's outputs say: the spec fields in their own patch (they
 // are not status), the status fields, OutputsValid and provisioning into the pass's status, with
-// an event for each change a person would want to hear about.
-func (p *pass) applyOutputs(ctx context.Context, st state.State) error {
-	d, ok := decodeOutputs(p.r.KindInfo, p.obj, st)
+// an event for each change a person would want to hear about. deps are what the owners say: a
+// machine placed outside its Machine's failure domain is not provisioned, and once provisioned
+// it is only reported.
+func (p *pass) applyOutputs(ctx context.Context, st state.State, deps Dependencies) error {
+	d, ok := decodeOutputs(p.r.KindInfo, p.obj, st, deps.MachineFailureDomain)
 	if !ok {
 		return nil
 	}

@@ -31,7 +31,9 @@ func TestOutputsReachTheObject(t *testing.T) {
 		kind  infrav1.KindInfo
 		obj   infrav1.Workspace
 		state state.State
-		check func(*testing.T, infrav1.Workspace, bool)
+		// failureDomain is the one the machine's Machine asks for.
+		failureDomain string
+		check         func(*testing.T, infrav1.Workspace, bool)
 	}{
 		{rule: "a state that was never applied is not decoded", kind: infrav1.ClusterKind, obj: &infrav1.TerraformCluster{},
 			state: state.State{Exists: true},
@@ -118,6 +120,26 @@ func TestOutputsReachTheObject(t *testing.T) {
 					t.Fatal("provisioned without a provider ID")
 				}
 			}},
+		{rule: "a machine whose module placed it elsewhere is FailureDomainMismatch and not provisioned", kind: infrav1.MachineKind, obj: &infrav1.TerraformMachine{},
+			failureDomain: "a",
+			state:         appliedState(`{` + runningHealth + `,"provider_id":"aws:///i-1","addresses":null,"failure_domain":"b","interruptible":null}`),
+			check: func(t *testing.T, obj infrav1.Workspace, _ bool) {
+				wantCondition(t, obj.WorkspaceStatus(), conditions.OutputsValid, metav1.ConditionFalse, conditions.ReasonFailureDomainMismatch)
+				if m := obj.(*infrav1.TerraformMachine); provisioned(obj) || m.Status.FailureDomain != "" {
+					t.Fatalf("provisioned %v, failure domain %q", provisioned(obj), m.Status.FailureDomain)
+				}
+			}},
+		{rule: "a provisioned machine still checks its Machine's failure domain", kind: infrav1.MachineKind,
+			obj: &infrav1.TerraformMachine{Spec: infrav1.TerraformMachineSpec{ProviderID: "aws:///i-1"}, Status: infrav1.TerraformMachineStatus{
+				WorkspaceStatus: infrav1.WorkspaceStatus{Initialization: &infrav1.Initialization{Provisioned: ptr.To(true)}}, FailureDomain: "a"}},
+			failureDomain: "a",
+			state:         appliedState(`{` + runningHealth + `,"provider_id":"aws:///i-1","addresses":null,"failure_domain":"b","interruptible":null}`),
+			check: func(t *testing.T, obj infrav1.Workspace, _ bool) {
+				wantCondition(t, obj.WorkspaceStatus(), conditions.OutputsValid, metav1.ConditionFalse, conditions.ReasonFailureDomainMismatch)
+				if m := obj.(*infrav1.TerraformMachine); !provisioned(obj) || m.Status.FailureDomain != "a" {
+					t.Fatalf("provisioned %v, failure domain %q: want it provisioned still, in the domain it reported before", provisioned(obj), m.Status.FailureDomain)
+				}
+			}},
 		{rule: "a provisioned pool says ready, which Cluster API's MachinePool reads", kind: infrav1.MachinePoolKind,
 			obj:   &infrav1.TerraformMachinePool{},
 			state: appliedState(`{` + runningHealth + `,"provider_id":null,"provider_id_list":["p-1"],"replicas":1,"instances":[]}`),
@@ -144,7 +166,7 @@ func TestOutputsReachTheObject(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
-			d, ok := decodeOutputs(tc.kind, tc.obj, tc.state)
+			d, ok := decodeOutputs(tc.kind, tc.obj, tc.state, tc.failureDomain)
 			specChanged := false
 			if ok {
 				specChanged = writeBackSpec(tc.obj, d)
@@ -193,7 +215,7 @@ func TestSetPausedAndDeletionBlocked(t *testing.T) {
 func TestHealthExportsAndInstancesReachTheStatus(t *testing.T) {
 	cluster := func(health, exports string) *infrav1.TerraformCluster {
 		c := &infrav1.TerraformCluster{}
-		d, _ := decodeOutputs(infrav1.ClusterKind, c, appliedState(`{"health":`+health+`,"control_plane_endpoint":null,"failure_domains":null,"exports":`+exports+`}`))
+		d, _ := decodeOutputs(infrav1.ClusterKind, c, appliedState(`{"health":`+health+`,"control_plane_endpoint":null,"failure_domains":null,"exports":`+exports+`}`), "")
 		setOutputs(c, at, d)
 		return c
 	}
@@ -234,7 +256,7 @@ func TestHealthExportsAndInstancesReachTheStatus(t *testing.T) {
 	})
 	t.Run("a pool's instances are shown in status", func(t *testing.T) {
 		p := &infrav1.TerraformMachinePool{}
-		d, _ := decodeOutputs(infrav1.MachinePoolKind, p, appliedState(`{"health":null,"provider_id":null,"provider_id_list":["a"],"replicas":1,"instances":[{"provider_id":"a","instance_id":"i-1","state":"running","addresses":[{"type":"InternalIP","address":"10.0.0.2"}]}]}`))
+		d, _ := decodeOutputs(infrav1.MachinePoolKind, p, appliedState(`{"health":null,"provider_id":null,"provider_id_list":["a"],"replicas":1,"instances":[{"provider_id":"a","instance_id":"i-1","state":"running","addresses":[{"type":"InternalIP","address":"10.0.0.2"}]}]}`), "")
 		setOutputs(p, at, d)
 		if len(p.Status.Instances) != 1 || p.Status.Instances[0].InstanceID != "i-1" || p.Status.Instances[0].State != "running" || len(p.Status.Instances[0].Addresses) != 1 {
 			t.Fatalf("instances %+v", p.Status.Instances)

@@ -46,6 +46,18 @@ type Dependencies struct {
 	Sourced []inputs.Sourced
 	// AutoscalingProblem says why a pool's MachinePool autoscaler annotations cannot be used.
 	AutoscalingProblem string
+	// Machine is a machine's owner Machine and MachineFailureDomain its spec.failureDomain ("" for
+	// none), known once the Machine names the object back, provisioned or not: the outputs are
+	// checked against the failure domain for the machine's whole life.
+	Machine              client.ObjectKey
+	MachineFailureDomain string
+}
+
+// withMachine is d with the owner Machine's key and failure domain, which every return after
+// the back-reference check carries, however far the lookup got.
+func (d Dependencies) withMachine(m *clusterv1.Machine) Dependencies {
+	d.Machine, d.MachineFailureDomain = client.ObjectKeyFromObject(m), m.Spec.FailureDomain
+	return d
 }
 
 // Ready reports whether a run may start.
@@ -115,6 +127,8 @@ func (r *Reconciler) dependencies(ctx context.Context, reader client.Reader, obj
 	}
 	sourced, problem, err := sourcedVariables(ctx, reader, obj, in.Role)
 	if err != nil || problem.Status != "" {
+		// A missing source is a wait for the run, not for the outputs' checks.
+		problem.Machine, problem.MachineFailureDomain = deps.Machine, deps.MachineFailureDomain
 		return problem, err
 	}
 	deps.Sourced = sourced
@@ -197,15 +211,15 @@ func (r *Reconciler) machineDependencies(ctx context.Context, reader client.Read
 	in.ClusterName = machine.Spec.ClusterName
 	if obj.Status.IsProvisioned() {
 		// A provisioned machine never renders its inputs again: it runs its durable ones.
-		return Dependencies{Status: metav1.ConditionTrue, Reason: conditions.ReasonDependenciesReady, Message: "owned by Machine " + machine.Name, Inputs: in}, nil
+		return Dependencies{Status: metav1.ConditionTrue, Reason: conditions.ReasonDependenciesReady, Message: "owned by Machine " + machine.Name, Inputs: in}.withMachine(&machine), nil
 	}
 	deps, err := r.clusterInfrastructure(ctx, reader, obj.Namespace, machine.Spec.ClusterName, &in)
 	if err != nil || deps.Status != "" {
-		return deps, err
+		return deps.withMachine(&machine), err
 	}
 	bootstrap, deps, err := bootstrapData(ctx, reader, obj.Namespace, machine.Spec.ClusterName, machine.Spec.Bootstrap, "Machine "+machine.Name)
 	if err != nil || deps.Status != "" {
-		return deps, err
+		return deps.withMachine(&machine), err
 	}
 	m := &in.Machine
 	m.MachineName, m.Bootstrap = machine.Name, bootstrap
@@ -216,7 +230,7 @@ func (r *Reconciler) machineDependencies(ctx context.Context, reader client.Read
 		m.KubernetesVersion = &machine.Spec.Version
 	}
 	_, m.ControlPlane = machine.Labels[clusterv1.MachineControlPlaneLabel]
-	return Dependencies{Status: metav1.ConditionTrue, Reason: conditions.ReasonDependenciesReady, Message: "owned by Machine " + machine.Name, Inputs: in}, nil
+	return Dependencies{Status: metav1.ConditionTrue, Reason: conditions.ReasonDependenciesReady, Message: "owned by Machine " + machine.Name, Inputs: in}.withMachine(&machine), nil
 }
 
 func (r *Reconciler) poolDependencies(ctx context.Context, reader client.Reader, obj *infrav1.TerraformMachinePool, in contract.Inputs) (Dependencies, error) {

@@ -216,7 +216,7 @@ func (p *pass) actOnFacts(ctx context.Context, f Facts) error {
 	}
 	if in.StateErr == nil && f.StateSecret != nil {
 		// Outputs are read from a state read live; a remembered state's are already written.
-		if err := p.applyOutputs(ctx, in.State); err != nil {
+		if err := p.applyOutputs(ctx, in.State, f.Dependencies); err != nil {
 			return err
 		}
 	}
