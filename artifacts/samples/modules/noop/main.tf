@@ -69,8 +69,10 @@ output "addresses" {
   value = [{ type = "Hostname", address = "${local.node}.local" }]
 }
 
+# Placed where the Machine asks (null when it asks for none): a module that reports another
+# failure domain is not provisioned (FailureDomainMismatch).
 output "failure_domain" {
-  value = null
+  value = var.failure_domain
 }
 
 output "interruptible" {
