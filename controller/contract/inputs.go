@@ -218,20 +218,20 @@ func AutoscalingOf(annotations map[string]string) (a Autoscaling, problem string
 	return Autoscaling{Enabled: true, Min: int32(lo), Max: int32(hi)}, ""
 }
 
-// PoolReplicas is the replicas input of a pool: the MachinePool's spec.replicas (nil is 1);
-// under autoscaling the pool's own count once known, kept within the bounds.
-func PoolReplicas(specReplicas, statusReplicas *int32, a Autoscaling) int32 {
-	want := int32(1)
-	if specReplicas != nil {
-		want = *specReplicas
+// PoolReplicas is the replicas input of a pool: the MachinePool's spec.replicas (nil is 1).
+// Under autoscaling that is the count the cluster autoscaler writes, kept within its bounds (nil
+// is the minimum), so the module follows each of its steps; the pool's own count never overrides
+// it.
+func PoolReplicas(specReplicas *int32, a Autoscaling) int32 {
+	switch {
+	case !a.Enabled && specReplicas == nil:
+		return 1
+	case !a.Enabled:
+		return *specReplicas
+	case specReplicas == nil:
+		return a.Min
 	}
-	if !a.Enabled {
-		return want
-	}
-	if statusReplicas != nil {
-		want = *statusReplicas
-	}
-	return min(max(want, a.Min), a.Max)
+	return min(max(*specReplicas, a.Min), a.Max)
 }
 
 // Variables are the contract inputs as the rendered root declares and sets them.

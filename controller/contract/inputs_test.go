@@ -184,19 +184,19 @@ func TestAutoscalingOf(t *testing.T) {
 func TestPoolReplicas(t *testing.T) {
 	on := Autoscaling{Enabled: true, Min: 2, Max: 4}
 	for _, tc := range []struct {
-		rule           string
-		spec, observed *int32
-		autoscaling    Autoscaling
-		want           int32
+		rule        string
+		spec        *int32
+		autoscaling Autoscaling
+		want        int32
 	}{
-		{"no spec replicas is one", nil, nil, Autoscaling{}, 1},
-		{"the spec's count without autoscaling", ptr.To[int32](0), ptr.To[int32](3), Autoscaling{}, 0},
-		{"the pool's own count under autoscaling", ptr.To[int32](3), ptr.To[int32](4), on, 4},
-		{"the spec's count until the pool's is known", ptr.To[int32](3), nil, on, 3},
-		{"clamped to the minimum", ptr.To[int32](0), nil, on, 2},
-		{"clamped to the maximum", nil, ptr.To[int32](9), on, 4},
+		{"no spec replicas is one", nil, Autoscaling{}, 1},
+		{"the spec's count without autoscaling", ptr.To[int32](0), Autoscaling{}, 0},
+		{"under autoscaling the MachinePool's replicas, which the autoscaler writes, are followed", ptr.To[int32](3), on, 3},
+		{"below min raised to min", ptr.To[int32](1), on, 2},
+		{"above max lowered to max", ptr.To[int32](9), on, 4},
+		{"no spec replicas under autoscaling is min", nil, Autoscaling{Enabled: true, Min: 0, Max: 4}, 0},
 	} {
-		if got := PoolReplicas(tc.spec, tc.observed, tc.autoscaling); got != tc.want {
+		if got := PoolReplicas(tc.spec, tc.autoscaling); got != tc.want {
 			t.Errorf("%s: got %d, want %d", tc.rule, got, tc.want)
 		}
 	}

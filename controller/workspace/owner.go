@@ -261,7 +261,7 @@ func (r *Reconciler) poolDependencies(ctx context.Context, reader client.Reader,
 	p.MachinePoolName, p.Bootstrap, p.FailureDomains = pool.Name, bootstrap, pool.Spec.FailureDomains
 	var autoscalingProblem string
 	p.Autoscaling, autoscalingProblem = contract.AutoscalingOf(pool.Annotations)
-	p.Replicas = contract.PoolReplicas(pool.Spec.Replicas, obj.Status.Replicas, p.Autoscaling)
+	p.Replicas = contract.PoolReplicas(pool.Spec.Replicas, p.Autoscaling)
 	if v := pool.Spec.Template.Spec.Version; v != "" {
 		p.KubernetesVersion = &v
 	}
