@@ -180,6 +180,7 @@ const (
 	// Ready.
 	ReasonReady    = "Ready"
 	ReasonNotReady = "NotReady"
+	ReasonDeleting = "Deleting"
 )
 
 // Set writes a condition; its transition time (c.LastTransitionTime, the time of the write)
@@ -213,37 +214,84 @@ func IsTrue(conds []metav1.Condition, conditionType string) bool {
 	return apimeta.IsStatusConditionTrue(conds, conditionType)
 }
 
-// SetReady summarises: False when an apply failed, the state cannot be read, Cluster API's
-// objects are not as they must be or no Job may run under the configured ServiceAccount,
-// Unknown while a run waits for Cluster API, True when the
-// newest apply succeeded, Unknown otherwise. Waits are Unknown, so they never make Ready False.
-func SetReady(conds *[]metav1.Condition, generation int64, now time.Time) {
-	apply := Get(*conds, ApplyJobSucceeded)
-	stateCond := Get(*conds, StateReadable)
-	runner := Get(*conds, RunnerRBACReady)
-	deps := Get(*conds, DependenciesReady)
-	identity := Get(*conds, IdentityAllowed)
-	mirror := Get(*conds, CredentialsMirrored)
+// ReadyInputs is what the Ready summary reads besides the conditions.
+type ReadyInputs struct {
+	// Provisioned is status.initialization.provisioned. From then on Ready follows the
+	// infrastructure's health, not the runs: Cluster API mirrors Ready into the Machine's and
+	// the Cluster's InfrastructureReady, which MachineHealthChecks read, so a failed re-apply,
+	// a plan awaiting approval or a state lock must not make healthy infrastructure look broken.
+	Provisioned bool
+	// AppliesAfterProvisioning keeps a failed apply an input once provisioned: a pool's
+	// applies change its members.
+	AppliesAfterProvisioning bool
+	// Deleting: the object is being deleted.
+	Deleting bool
+}
+
+// SetReady summarises the object's readiness in Ready. Waits are Unknown, never False.
+//
+// Until the object is provisioned, Ready is False when Cluster API's objects are not as they
+// must be, the identity lends no credentials, the state cannot be read, no Job may run under
+// the configured ServiceAccount, the newest apply failed, the outputs break the contract or the
+// infrastructure reports a bad state; Unknown while something is awaited; True once all hold.
+// Once provisioned, Ready is the infrastructure's health (InfrastructureHealthy), and for a
+// pool also False after a failed apply. A deleting object is not Ready.
+func SetReady(conds *[]metav1.Condition, in ReadyInputs, generation int64, now time.Time) {
+	status, reason, message := readiness(*conds, in)
+	Set(conds, ready(status, reason, message, generation, now))
+}
+
+// readiness returns Ready's status, reason and message; see SetReady.
+func readiness(conds []metav1.Condition, in ReadyInputs) (metav1.ConditionStatus, string, string) {
+	if in.Deleting {
+		return metav1.ConditionFalse, ReasonDeleting, "the object is being deleted"
+	}
+	if in.Provisioned {
+		return provisionedReadiness(conds, in)
+	}
+	apply := Get(conds, ApplyJobSucceeded)
+	deps := Get(conds, DependenciesReady)
+	// The first input that is False decides; a lock is a wait, not a fault.
+	for _, c := range []*metav1.Condition{deps, Get(conds, IdentityAllowed), Get(conds, CredentialsMirrored), Get(conds, StateReadable), Get(conds, RunnerRBACReady)} {
+		if c != nil && c.Status == metav1.ConditionFalse && c.Reason != ReasonStateLocked {
+			return metav1.ConditionFalse, c.Reason, c.Message
+		}
+	}
+	if state := Get(conds, StateReadable); state != nil && state.Reason == ReasonStateLocked && state.Status == metav1.ConditionFalse {
+		return metav1.ConditionUnknown, state.Reason, state.Message
+	}
 	switch {
-	case deps != nil && deps.Status == metav1.ConditionFalse:
-		Set(conds, ready(metav1.ConditionFalse, deps.Reason, deps.Message, generation, now))
-	case identity != nil && identity.Status == metav1.ConditionFalse:
-		Set(conds, ready(metav1.ConditionFalse, identity.Reason, identity.Message, generation, now))
-	case mirror != nil && mirror.Status == metav1.ConditionFalse:
-		Set(conds, ready(metav1.ConditionFalse, mirror.Reason, mirror.Message, generation, now))
-	case stateCond != nil && stateCond.Status == metav1.ConditionFalse:
-		Set(conds, ready(metav1.ConditionFalse, stateCond.Reason, stateCond.Message, generation, now))
-	case runner != nil && runner.Status == metav1.ConditionFalse:
-		Set(conds, ready(metav1.ConditionFalse, runner.Reason, runner.Message, generation, now))
 	case deps != nil && deps.Status == metav1.ConditionUnknown && (apply == nil || apply.Status != metav1.ConditionTrue):
-		// A wait keeps an object that never applied Unknown; one that did stays as it was.
-		Set(conds, ready(metav1.ConditionUnknown, deps.Reason, deps.Message, generation, now))
+		// A wait keeps an object that never applied Unknown.
+		return metav1.ConditionUnknown, deps.Reason, deps.Message
 	case apply == nil:
-		Set(conds, ready(metav1.ConditionUnknown, ReasonNoApplyYet, "no apply has finished yet", generation, now))
-	case apply.Status == metav1.ConditionTrue:
-		Set(conds, ready(metav1.ConditionTrue, ReasonReady, apply.Message, generation, now))
+		return metav1.ConditionUnknown, ReasonNoApplyYet, "no apply has finished yet"
+	case apply.Status != metav1.ConditionTrue:
+		return apply.Status, apply.Reason, apply.Message
+	}
+	// Applied but not provisioned: the outputs or the health say why.
+	for _, c := range []*metav1.Condition{Get(conds, OutputsValid), Get(conds, InfrastructureHealthy)} {
+		if c != nil && c.Status != metav1.ConditionTrue {
+			return c.Status, c.Reason, c.Message
+		}
+	}
+	return metav1.ConditionTrue, ReasonReady, apply.Message
+}
+
+// provisionedReadiness is Ready once provisioned: the health of the infrastructure, and for a
+// pool a failed apply.
+func provisionedReadiness(conds []metav1.Condition, in ReadyInputs) (metav1.ConditionStatus, string, string) {
+	if apply := Get(conds, ApplyJobSucceeded); in.AppliesAfterProvisioning && apply != nil && apply.Status == metav1.ConditionFalse {
+		return metav1.ConditionFalse, apply.Reason, apply.Message
+	}
+	health := Get(conds, InfrastructureHealthy)
+	switch {
+	case health == nil:
+		return metav1.ConditionUnknown, ReasonHealthUnknown, "the infrastructure's health has not been read"
+	case health.Status == metav1.ConditionTrue:
+		return metav1.ConditionTrue, ReasonReady, health.Message
 	default:
-		Set(conds, ready(apply.Status, apply.Reason, apply.Message, generation, now))
+		return health.Status, health.Reason, health.Message
 	}
 }
 

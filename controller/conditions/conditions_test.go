@@ -10,35 +10,84 @@ import (
 var now = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 
 func TestSetReady(t *testing.T) {
+	applied := func(c *[]metav1.Condition) {
+		Set(c, cond(ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, now))
+	}
+	healthy := func(c *[]metav1.Condition) {
+		Set(c, cond(InfrastructureHealthy, metav1.ConditionTrue, ReasonHealthy, "running", 1, now))
+	}
+	provisioned := ReadyInputs{Provisioned: true}
+	pool := ReadyInputs{Provisioned: true, AppliesAfterProvisioning: true}
 	for _, tc := range []struct {
 		rule       string
-		set        func(*[]metav1.Condition)
+		in         ReadyInputs
+		set        []func(*[]metav1.Condition)
 		wantStatus metav1.ConditionStatus
 		wantReason string
 	}{
-		{"no apply yet is Unknown", func(*[]metav1.Condition) {}, metav1.ConditionUnknown, ReasonNoApplyYet},
-		{"a succeeded apply is Ready", func(c *[]metav1.Condition) {
-			Set(c, cond(ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, now))
-		}, metav1.ConditionTrue, ReasonReady},
-		{"a failed apply is not Ready, with its reason", func(c *[]metav1.Condition) {
+		// Until provisioned: the runs and what they need.
+		{"no apply yet is Unknown", ReadyInputs{}, nil, metav1.ConditionUnknown, ReasonNoApplyYet},
+		{"a succeeded apply with valid outputs and a healthy infrastructure is Ready", ReadyInputs{}, []func(*[]metav1.Condition){applied, healthy, func(c *[]metav1.Condition) {
+			Set(c, cond(OutputsValid, metav1.ConditionTrue, ReasonOutputsValid, "ok", 1, now))
+		}}, metav1.ConditionTrue, ReasonReady},
+		{"a failed apply before provisioning is not Ready, with its reason", ReadyInputs{}, []func(*[]metav1.Condition){func(c *[]metav1.Condition) {
 			Set(c, cond(ApplyJobSucceeded, metav1.ConditionFalse, ReasonApplyFailed, "boom", 1, now))
-		}, metav1.ConditionFalse, ReasonApplyFailed},
-		{"a wait is Unknown, never False", func(c *[]metav1.Condition) {
+		}}, metav1.ConditionFalse, ReasonApplyFailed},
+		{"a wait is Unknown, never False", ReadyInputs{}, []func(*[]metav1.Condition){func(c *[]metav1.Condition) {
 			Set(c, cond(ApplyJobSucceeded, metav1.ConditionUnknown, ReasonWaitingForRunLease, "", 1, now))
-		}, metav1.ConditionUnknown, ReasonWaitingForRunLease},
-		{"unreadable state is not Ready even after a good apply", func(c *[]metav1.Condition) {
-			Set(c, cond(ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, now))
+		}}, metav1.ConditionUnknown, ReasonWaitingForRunLease},
+		{"a lock before provisioning is Unknown, never False", ReadyInputs{}, []func(*[]metav1.Condition){applied, func(c *[]metav1.Condition) {
+			Set(c, cond(StateReadable, metav1.ConditionFalse, ReasonStateLocked, "held", 1, now))
+		}}, metav1.ConditionUnknown, ReasonStateLocked},
+		{"unreadable state is not Ready even after a good apply", ReadyInputs{}, []func(*[]metav1.Condition){applied, func(c *[]metav1.Condition) {
 			Set(c, cond(StateReadable, metav1.ConditionFalse, ReasonStateCorrupt, "bad", 1, now))
-		}, metav1.ConditionFalse, ReasonStateCorrupt},
-		{"a ServiceAccount not opted in is not Ready even after a good apply", func(c *[]metav1.Condition) {
-			Set(c, cond(ApplyJobSucceeded, metav1.ConditionTrue, ReasonApplySucceeded, "ok", 1, now))
+		}}, metav1.ConditionFalse, ReasonStateCorrupt},
+		{"a ServiceAccount not opted in is not Ready even after a good apply", ReadyInputs{}, []func(*[]metav1.Condition){applied, func(c *[]metav1.Condition) {
 			Set(c, cond(RunnerRBACReady, metav1.ConditionFalse, ReasonServiceAccountNotOptedIn, "no label", 1, now))
-		}, metav1.ConditionFalse, ReasonServiceAccountNotOptedIn},
+		}}, metav1.ConditionFalse, ReasonServiceAccountNotOptedIn},
+		{"outputs that break the contract keep an applied object not Ready", ReadyInputs{}, []func(*[]metav1.Condition){applied, healthy, func(c *[]metav1.Condition) {
+			Set(c, cond(OutputsValid, metav1.ConditionFalse, ReasonFailureDomainMismatch, "elsewhere", 1, now))
+		}}, metav1.ConditionFalse, ReasonFailureDomainMismatch},
+		{"a pending instance keeps an applied object not Ready", ReadyInputs{}, []func(*[]metav1.Condition){applied, func(c *[]metav1.Condition) {
+			Set(c, cond(InfrastructureHealthy, metav1.ConditionFalse, ReasonInstancePending, "booting", 1, now))
+		}}, metav1.ConditionFalse, ReasonInstancePending},
+		// Once provisioned: the infrastructure's health.
+		{"a provisioned healthy infrastructure is Ready", provisioned, []func(*[]metav1.Condition){applied, healthy}, metav1.ConditionTrue, ReasonReady},
+		{"a terminated instance after provisioning is not Ready, with InstanceTerminated", provisioned, []func(*[]metav1.Condition){applied, func(c *[]metav1.Condition) {
+			Set(c, cond(InfrastructureHealthy, metav1.ConditionFalse, ReasonInstanceTerminated, "gone", 1, now))
+		}}, metav1.ConditionFalse, ReasonInstanceTerminated},
+		{"unknown health after provisioning is Unknown", provisioned, []func(*[]metav1.Condition){applied, func(c *[]metav1.Condition) {
+			Set(c, cond(InfrastructureHealthy, metav1.ConditionUnknown, ReasonHealthUnknown, "cannot tell", 1, now))
+		}}, metav1.ConditionUnknown, ReasonHealthUnknown},
+		{"a failed re-apply after provisioning leaves Ready to the health", provisioned, []func(*[]metav1.Condition){healthy, func(c *[]metav1.Condition) {
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionFalse, ReasonApplyFailed, "boom", 1, now))
+		}}, metav1.ConditionTrue, ReasonReady},
+		{"a plan awaiting approval after provisioning leaves Ready to the health", provisioned, []func(*[]metav1.Condition){healthy, func(c *[]metav1.Condition) {
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionUnknown, ReasonPlanAwaitingApproval, "approve", 1, now))
+		}}, metav1.ConditionTrue, ReasonReady},
+		{"a blocked destructive plan after provisioning leaves Ready to the health", provisioned, []func(*[]metav1.Condition){healthy, func(c *[]metav1.Condition) {
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionFalse, ReasonDestructivePlanBlocked, "blocked", 1, now))
+		}}, metav1.ConditionTrue, ReasonReady},
+		{"a state lock after provisioning leaves Ready to the health", provisioned, []func(*[]metav1.Condition){applied, healthy, func(c *[]metav1.Condition) {
+			Set(c, cond(StateReadable, metav1.ConditionFalse, ReasonStateLocked, "held", 1, now))
+		}}, metav1.ConditionTrue, ReasonReady},
+		{"a revoked identity after provisioning leaves Ready to the health", provisioned, []func(*[]metav1.Condition){applied, healthy, func(c *[]metav1.Condition) {
+			Set(c, cond(IdentityAllowed, metav1.ConditionFalse, ReasonNamespaceNotAllowed, "revoked", 1, now))
+		}}, metav1.ConditionTrue, ReasonReady},
+		{"a wait for Cluster API after provisioning leaves Ready to the health", provisioned, []func(*[]metav1.Condition){applied, healthy, func(c *[]metav1.Condition) {
+			Set(c, cond(DependenciesReady, metav1.ConditionUnknown, ReasonWaitingForOwner, "no owner", 1, now))
+		}}, metav1.ConditionTrue, ReasonReady},
+		{"a pool's failed re-apply is not Ready", pool, []func(*[]metav1.Condition){healthy, func(c *[]metav1.Condition) {
+			Set(c, cond(ApplyJobSucceeded, metav1.ConditionFalse, ReasonApplyFailed, "boom", 1, now))
+		}}, metav1.ConditionFalse, ReasonApplyFailed},
+		{"a deleting object is not Ready", ReadyInputs{Provisioned: true, Deleting: true}, []func(*[]metav1.Condition){applied, healthy}, metav1.ConditionFalse, ReasonDeleting},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			var conds []metav1.Condition
-			tc.set(&conds)
-			SetReady(&conds, 1, now)
+			for _, set := range tc.set {
+				set(&conds)
+			}
+			SetReady(&conds, tc.in, 1, now)
 			ready := Get(conds, Ready)
 			if ready.Status != tc.wantStatus || ready.Reason != tc.wantReason {
 				t.Fatalf("Ready = %s/%s, want %s/%s", ready.Status, ready.Reason, tc.wantStatus, tc.wantReason)

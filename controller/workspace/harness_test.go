@@ -382,8 +382,9 @@ func (h *harness) events() []string {
 }
 
 // wantWaiting checks an apply that waits for a person before any Job or Lease: no running Job,
-// ApplyJobSucceeded False with reason and a message holding each phrase, Ready False, a Warning
-// event of reason, and the run Lease not held.
+// ApplyJobSucceeded False with reason and a message holding each phrase, a Warning event of
+// reason, and the run Lease not held. Ready is False until the object is provisioned; once it
+// is, Ready follows the infrastructure's health, which the wait leaves True.
 func (h *harness) wantWaiting(obj *infrav1.TerraformCluster, reason string, phrases ...string) {
 	h.t.Helper()
 	h.noRunningJob(jobs.KindCluster, obj.Name)
@@ -397,8 +398,12 @@ func (h *harness) wantWaiting(obj *infrav1.TerraformCluster, reason string, phra
 			h.t.Errorf("the message lacks %q: %s", want, c.Message)
 		}
 	}
-	if r := conditions.Get(obj.Status.Conditions, conditions.Ready); r == nil || r.Status != metav1.ConditionFalse {
-		h.t.Errorf("Ready = %+v, want False", r)
+	wantReady := metav1.ConditionFalse
+	if obj.Status.IsProvisioned() {
+		wantReady = metav1.ConditionTrue
+	}
+	if r := conditions.Get(obj.Status.Conditions, conditions.Ready); r == nil || r.Status != wantReady {
+		h.t.Errorf("Ready = %+v, want %s", r, wantReady)
 	}
 	if ev := h.events(); countPrefix(ev, "Warning "+reason) == 0 {
 		h.t.Errorf("no Warning %s event: %v", reason, ev)

@@ -207,9 +207,6 @@ func TestSetPausedAndDeletionBlocked(t *testing.T) {
 	wantCondition(t, &s, conditions.DeletionBlocked, metav1.ConditionTrue, conditions.ReasonDependentsExist)
 	setDeletionBlocked(&s, at, "")
 	wantCondition(t, &s, conditions.DeletionBlocked, metav1.ConditionFalse, conditions.ReasonNotBlocked)
-	if conditions.Get(s.Conditions, conditions.Ready) == nil {
-		t.Fatal("Ready was not summarised")
-	}
 }
 
 func TestHealthExportsAndInstancesReachTheStatus(t *testing.T) {

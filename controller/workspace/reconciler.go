@@ -151,6 +151,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if errors.Is(runErr, errStaleObject) {
 		return staleObject(ctx)
 	}
+	setReady(p.status(), p.stamp(), r.Kind, !obj.GetDeletionTimestamp().IsZero())
 	if res, done, err := r.patchStatus(ctx, obj, before); done || err != nil {
 		return res, err
 	}

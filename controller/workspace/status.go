@@ -30,11 +30,20 @@ type stamp struct {
 	now        time.Time
 }
 
-// set writes one condition and refreshes the Ready summary.
+// set writes one condition. Ready is summarised once, from all of them, by setReady.
 func (s stamp) set(conds *[]metav1.Condition, conditionType string, status metav1.ConditionStatus, reason, message string) {
 	conditions.Set(conds, metav1.Condition{Type: conditionType, Status: status, Reason: reason, Message: message,
 		ObservedGeneration: s.generation, LastTransitionTime: metav1.NewTime(s.now)})
-	conditions.SetReady(conds, s.generation, s.now)
+}
+
+// setReady summarises Ready from the conditions a pass wrote (conditions.SetReady): the runs
+// and what they need until the object is provisioned, its infrastructure's health after.
+func setReady(s *infrav1.WorkspaceStatus, at stamp, kind jobs.Kind, deleting bool) {
+	conditions.SetReady(&s.Conditions, conditions.ReadyInputs{
+		Provisioned:              s.IsProvisioned(),
+		AppliesAfterProvisioning: kind == jobs.KindMachinePool,
+		Deleting:                 deleting,
+	}, at.generation, at.now)
 }
 
 // setOpCondition writes the condition op reports in.
@@ -204,7 +213,6 @@ func setBooked(s *infrav1.WorkspaceStatus, plan **infrav1.PlanPreview, at stamp,
 	default:
 		setOpCondition(s, at, op, metav1.ConditionFalse, failureReason(op, r.outcome), r.describe())
 	}
-	conditions.SetReady(&s.Conditions, at.generation, at.now)
 }
 
 // setSucceeded writes the verdict of a successful Job, by op.
@@ -322,7 +330,6 @@ func setIdentity(s *infrav1.WorkspaceStatus, at stamp, c Credentials) {
 	if c.Identity == "" {
 		apimeta.RemoveStatusCondition(&s.Conditions, conditions.IdentityAllowed)
 		apimeta.RemoveStatusCondition(&s.Conditions, conditions.CredentialsMirrored)
-		conditions.SetReady(&s.Conditions, at.generation, at.now)
 		return
 	}
 	at.set(&s.Conditions, conditions.IdentityAllowed, c.Status, c.Reason, c.Message)

@@ -201,6 +201,7 @@ func TestSetBooked(t *testing.T) {
 			// Bookkeeping classifies the Job before it is booked; so does the test.
 			tc.run.outcome = jobs.OutcomeOf(tc.run.job)
 			setBooked(&s, slot, at, tc.run, tc.drift, "ns")
+			setReady(&s, at, jobs.KindCluster, false)
 			tc.check(t, &s, preview)
 		})
 	}
@@ -225,6 +226,7 @@ func TestSetStateReadable(t *testing.T) {
 		t.Run(tc.rule, func(t *testing.T) {
 			var s infrav1.WorkspaceStatus
 			setStateReadable(&s, at, tc.st, tc.err)
+			setReady(&s, at, jobs.KindCluster, false)
 			wantCondition(t, &s, conditions.StateReadable, tc.wantStatus, tc.wantReason)
 			if tc.wantStatus == metav1.ConditionFalse {
 				wantCondition(t, &s, conditions.Ready, metav1.ConditionFalse, tc.wantReason)
@@ -325,6 +327,7 @@ func TestSetJobStartedKeepsAnEarlierVerdict(t *testing.T) {
 func TestSetRunnerRBAC(t *testing.T) {
 	var s infrav1.WorkspaceStatus
 	setRunnerRBAC(&s, at, "deployer", "not opted in")
+	setReady(&s, at, jobs.KindCluster, false)
 	wantCondition(t, &s, conditions.RunnerRBACReady, metav1.ConditionFalse, conditions.ReasonServiceAccountNotOptedIn)
 	wantCondition(t, &s, conditions.Ready, metav1.ConditionFalse, conditions.ReasonServiceAccountNotOptedIn)
 	setRunnerRBAC(&s, at, "deployer", "")
@@ -392,6 +395,7 @@ func TestSetDependencies(t *testing.T) {
 				tc.before(&s)
 			}
 			setDependencies(&s, at, tc.deps)
+			setReady(&s, at, jobs.KindCluster, false)
 			wantCondition(t, &s, conditions.DependenciesReady, tc.deps.Status, tc.deps.Reason)
 			wantCondition(t, &s, conditions.Ready, tc.wantReady, tc.wantReason)
 		})
