@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/jobs"
@@ -54,6 +55,10 @@ type Params struct {
 	Namespace   string
 	ObjectName  string
 	ClusterName string
+	// WatchFilter is the object's Cluster API watch label (clusterv1.WatchLabel), which the Job
+	// and its pods carry after it, so that a controller started with that watch filter follows
+	// only its own runs; "" when the object has none.
+	WatchFilter string
 	// Owner is the controller owner reference to the object.
 	Owner metav1.OwnerReference
 
@@ -108,6 +113,9 @@ type Restore struct {
 // Build returns the Job.
 func Build(p Params) *batchv1.Job {
 	labels := jobs.Labels(p.Kind, p.ObjectName, p.ClusterName, p.Op, p.Attempt)
+	if p.WatchFilter != "" {
+		labels[clusterv1.WatchLabel] = p.WatchFilter
+	}
 	annotations := map[string]string{}
 	if p.InputsHash != "" && (p.Op == jobs.OpApply || p.Op == jobs.OpPlan || p.Op == jobs.OpRestore) {
 		annotations[jobs.AnnotationInputsHash] = p.InputsHash

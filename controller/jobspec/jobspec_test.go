@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/jobs"
@@ -62,6 +63,16 @@ func TestBuild(t *testing.T) {
 				if j.Labels[k] != v || j.Spec.Template.Labels[k] != v {
 					t.Errorf("label %s = %q / %q, want %q", k, j.Labels[k], j.Spec.Template.Labels[k], v)
 				}
+			}
+		}},
+		{"the Job and its pods carry the object's watch-filter label", func(p *Params) { p.WatchFilter = "team-a" }, func(t *testing.T, j *batchv1.Job) {
+			if j.Labels[clusterv1.WatchLabel] != "team-a" || j.Spec.Template.Labels[clusterv1.WatchLabel] != "team-a" {
+				t.Errorf("labels = %v / %v", j.Labels, j.Spec.Template.Labels)
+			}
+		}},
+		{"an object without a watch-filter label gives its Job none", nil, func(t *testing.T, j *batchv1.Job) {
+			if _, ok := j.Labels[clusterv1.WatchLabel]; ok {
+				t.Errorf("labels = %v", j.Labels)
 			}
 		}},
 		{"the object is the Job's controller owner", nil, func(t *testing.T, j *batchv1.Job) {

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -70,8 +71,8 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 	source.Image = src.image
 	params := jobspec.Params{
 		Kind: p.r.Kind, Namespace: p.obj.GetNamespace(), ObjectName: p.obj.GetName(),
-		ClusterName: p.obj.GetLabels()[jobs.LabelClusterName], Owner: p.ownerRef(true),
-		Name: name, Op: d.Op, Attempt: attempt, InputsHash: hash,
+		ClusterName: p.obj.GetLabels()[jobs.LabelClusterName], WatchFilter: p.obj.GetLabels()[clusterv1.WatchLabel],
+		Owner: p.ownerRef(true), Name: name, Op: d.Op, Attempt: attempt, InputsHash: hash,
 		Policy: spec.Jobs, Source: source, RunnerImage: p.r.RunnerImage,
 		StateSuffix: p.stateSuffix(), Annotations: annotations,
 		PlanKeySecret: planKey, ForceUnlock: lock.StaleID, GuardDeletes: d.Guard,
