@@ -288,11 +288,11 @@ func BenchmarkController(b *testing.B) {
 	cfg.QPS, cfg.Burst = 500, 1000
 	cfg.Wrap(counter.wrap)
 	heapBefore := heapInUse(b, "before")
-	mgr, err := ctrl.NewManager(cfg, controller.ManagerOptions(ctrl.Options{Scheme: controller.NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}}))
+	mgr, err := ctrl.NewManager(cfg, controller.ManagerOptions(ctrl.Options{Scheme: controller.NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}}, controller.Scope{}))
 	if err != nil {
 		b.Fatal(err)
 	}
-	jobCache, err := captfcache.NewJobCache(cfg)
+	jobCache, err := captfcache.NewJobCache(cfg, "", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func TestManagerRunsAJobUnderItsShippedRBAC(t *testing.T) {
 	mgr, err := ctrl.NewManager(asController, controller.ManagerOptions(ctrl.Options{
 		Scheme:  controller.NewScheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
-	}))
+	}, controller.Scope{}))
 	if err != nil {
 		t.Fatal(err)
 	}

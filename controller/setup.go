@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,8 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	eventsclient "k8s.io/client-go/kubernetes/typed/events/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -66,6 +69,27 @@ type Options struct {
 	// RunKeySecret in Namespace, creating it on first use, or, without a Namespace, makes one
 	// that lives as long as the process.
 	RunKey *runkey.Key
+	// Scope is what the controller reconciles; the manager's cache must follow the same Scope
+	// (ManagerOptions).
+	Scope Scope
+}
+
+// Scope narrows what one controller reconciles, as Cluster API's managers do with --namespace,
+// so that several controllers can share a cluster. The zero Scope is everything.
+type Scope struct {
+	// Namespace is the one namespace whose objects the controller caches and reconciles and
+	// whose Jobs it follows; "" is every namespace.
+	Namespace string
+}
+
+// Validate reports a Namespace that cannot name a namespace.
+func (s Scope) Validate() error {
+	if s.Namespace != "" {
+		if errs := validation.IsDNS1123Label(s.Namespace); len(errs) > 0 {
+			return fmt.Errorf("namespace %q: %s", s.Namespace, strings.Join(errs, "; "))
+		}
+	}
+	return nil
 }
 
 // NewScheme returns a scheme with the kinds the controller reads and writes.
@@ -81,8 +105,9 @@ func NewScheme() *runtime.Scheme {
 // ManagerOptions returns the cache and client settings the reconcilers rely on: Secrets,
 // Leases and Pods are always read from the API server, so a decision never rests on a stale
 // Secret or Lease and the cache holds no Secret data; of the managed Secrets and Leases only the
-// metadata is cached, and of Cluster API's Clusters only what captfcache.SlimCluster keeps.
-func ManagerOptions(opts ctrl.Options) ctrl.Options {
+// metadata is cached, and of Cluster API's Clusters only what captfcache.SlimCluster keeps. The
+// cache holds only what scope reconciles (see scopeCache).
+func ManagerOptions(opts ctrl.Options, scope Scope) ctrl.Options {
 	managed := labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue})
 	// The reconcilers read and watch Jobs through their own JobCache, never through the
 	// manager's; should anything list Jobs here, it gets managed ones slimmed all the same.
@@ -100,7 +125,22 @@ func ManagerOptions(opts ctrl.Options) ctrl.Options {
 	// are a large part of what the cache holds.
 	opts.Cache.DefaultTransform = captfcache.Chain(captfcache.StripUnread, captfcache.Intern)
 	opts.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &coordinationv1.Lease{}, &corev1.Pod{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}}}
+	scopeCache(&opts.Cache, scope)
 	return opts
+}
+
+// scopeCache narrows the cache to scope. A namespace is every namespaced kind's: the ByObject
+// entries name none, so they inherit it, and the cluster-scoped identities stay cached whole.
+func scopeCache(opts *cache.Options, scope Scope) {
+	if scope.Namespace != "" {
+		opts.DefaultNamespaces = map[string]cache.Config{scope.Namespace: {}}
+	}
+}
+
+// NewJobCache returns the Job cache of scope: the managed Jobs of its namespace, those the
+// reconcilers of scope run.
+func NewJobCache(cfg *rest.Config, scope Scope) (*captfcache.JobCache, error) {
+	return captfcache.NewJobCache(cfg, scope.Namespace, nil)
 }
 
 // metadataOf is the metadata-only form of a kind, for cache options.
@@ -124,7 +164,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	jobCache := opts.Jobs
 	if jobCache == nil {
 		var err error
-		if jobCache, err = captfcache.NewJobCache(mgr.GetConfig()); err != nil {
+		if jobCache, err = NewJobCache(mgr.GetConfig(), opts.Scope); err != nil {
 			return err
 		}
 	}
@@ -204,7 +244,7 @@ func setupRunKey(mgr ctrl.Manager, opts Options) (*runkey.Key, error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		key, err = LoadRunKey(ctx, direct, opts.Namespace, "")
+		key, err = LoadRunKey(ctx, direct, opts.Namespace, opts.Scope.Namespace)
 	}
 	if err != nil {
 		return nil, err

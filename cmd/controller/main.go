@@ -47,6 +47,7 @@ func main() {
 		namespace     string
 		allowedImages string
 		metricsSvc    string
+		scope         controller.Scope
 		zapOpts       = zap.Options{}
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
@@ -67,6 +68,7 @@ func main() {
 	flag.BoolVar(&requirePolicy, "require-approval-policy", true, "Act on an approval annotation only while the ValidatingAdmissionPolicyBinding "+workspace.ApprovalPolicyName+" keeps approvals to the runs API server; false acts on them as the annotations hold them, with an ApprovalUnguarded event, though anyone who may edit the object could have written them.")
 	flag.StringVar(&allowedImages, "allowed-images", "*", "Comma-separated module images the install runs: repository prefixes (registry.example/modules), digests (sha256:<hex>) or * for any. A TerraformClusterIdentity's spec.allowedImages narrows it for the runs that get its credentials.")
 	flag.StringVar(&namespace, "controller-namespace", "", "The namespace the controller runs in, the only one whose Secrets a TerraformClusterIdentity may lend (default: $POD_NAMESPACE, else the pod's namespace, else "+defaultNamespace+").")
+	flag.StringVar(&scope.Namespace, "namespace", "", "Namespace whose objects the controller reconciles and whose Jobs it follows; all namespaces when empty.")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nThe captf controller reconciles TerraformCluster, TerraformMachine and TerraformMachinePool\nand runs their Terraform/OpenTofu operations as Kubernetes Jobs.\n\nFlags:\n", os.Args[0])
@@ -80,6 +82,12 @@ func main() {
 		log.Error(nil, "--runner-image (or $CAPTF_MANAGER_IMAGE) is required")
 		os.Exit(2)
 	}
+
+	if err := scope.Validate(); err != nil {
+		log.Error(err, "--namespace is invalid")
+		os.Exit(2)
+	}
+	log.Info("namespace whose objects the controller reconciles (--namespace; empty is all)", "namespace", scope.Namespace)
 
 	if namespace == "" {
 		namespace = controllerNamespace()
@@ -127,12 +135,12 @@ func main() {
 		opts.WebhookServer = webhook.NewServer(server)
 	}
 	opts.Metrics = metrics
-	mgr, err := ctrl.NewManager(restConfig, controller.ManagerOptions(opts))
+	mgr, err := ctrl.NewManager(restConfig, controller.ManagerOptions(opts, scope))
 	if err != nil {
 		log.Error(err, "unable to create the manager")
 		os.Exit(1)
 	}
-	if err := controller.Setup(mgr, controller.Options{RunnerImage: runnerImage, Concurrency: concurrency, UnguardedApprovals: !requirePolicy, Namespace: namespace, AllowedImages: allowed}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{RunnerImage: runnerImage, Concurrency: concurrency, UnguardedApprovals: !requirePolicy, Namespace: namespace, AllowedImages: allowed, Scope: scope}); err != nil {
 		log.Error(err, "unable to set up the reconcilers")
 		os.Exit(1)
 	}

@@ -131,9 +131,10 @@ func ownerKey(namespace string, kind jobs.Kind, name string) string {
 	return namespace + "/" + string(kind) + "/" + jobs.LabelValue(name)
 }
 
-// NewJobCache returns the cache of the Jobs labelled captf.io/managed=true that cfg can list.
-// Setup adds it to the manager, which starts it.
-func NewJobCache(cfg *rest.Config) (*JobCache, error) {
+// NewJobCache returns the cache of the Jobs labelled captf.io/managed=true, and with every label
+// of also, that cfg can list in namespace (every namespace when ""). Setup adds it to the
+// manager, which starts it.
+func NewJobCache(cfg *rest.Config, namespace string, also map[string]string) (*JobCache, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("making the Job cache's client: %w", err)
@@ -145,7 +146,7 @@ func NewJobCache(cfg *rest.Config) (*JobCache, error) {
 		}
 		return []string{c.Namespace + "/" + c.Labels[jobs.LabelOwnerKind] + "/" + c.Labels[jobs.LabelOwnerName]}, nil
 	}}
-	own, err := newOwnInformer(jobs.ManagedJobs(cs), &batchv1.Job{}, indexers, func(job *batchv1.Job) any {
+	own, err := newOwnInformer(jobs.ManagedJobsIn(cs, namespace, also), &batchv1.Job{}, indexers, func(job *batchv1.Job) any {
 		return interned(CachedJobOf(job))
 	}, ErrJobCacheNotSynced, "Job cache")
 	if err != nil {
