@@ -110,7 +110,7 @@ func TestTheManagerCacheHoldsTheMetadataTheSelectorsSelect(t *testing.T) {
 }
 
 // TestTheManagerCacheHoldsOnlyWhatItsScopeReconciles runs the manager's cache and the Job cache
-// with a --namespace against the real API server.
+// with a --namespace and with a --watch-filter against the real API server.
 func TestTheManagerCacheHoldsOnlyWhatItsScopeReconciles(t *testing.T) {
 	env := testenv.Get(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -160,6 +160,14 @@ func TestTheManagerCacheHoldsOnlyWhatItsScopeReconciles(t *testing.T) {
 			"Cluster":                  {in + "/plain"},
 			"Secret":                   {in + "/state"},
 			"Job":                      {in + "/other-run", in + "/run"},
+			"TerraformClusterIdentity": {"/scope-shared"},
+		}},
+		{"a watch filter caches only the captf objects and Jobs that carry its label, and every Cluster and identity", controller.Scope{WatchFilter: "team-a"}, map[string][]string{
+			"TerraformCluster":         {in + "/labelled", out + "/labelled"},
+			"TerraformMachine":         {in + "/labelled", out + "/labelled"},
+			"Cluster":                  {in + "/plain", out + "/plain"},
+			"Secret":                   {in + "/state", out + "/state"},
+			"Job":                      {in + "/run", out + "/run"},
 			"TerraformClusterIdentity": {"/scope-shared"},
 		}},
 	} {

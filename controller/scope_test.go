@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -63,6 +64,36 @@ func TestAManagerWithANamespaceFlag(t *testing.T) {
 	// Both objects were there when the manager started: had it reconciled the other one, that
 	// one would have its finalizer by now.
 	assertUntouched(ctx, t, admin, "a namespace flag starts no Job of another namespace", out, "web")
+}
+
+// TestAManagerWithAWatchFilter runs the real manager with --watch-filter: it reconciles the captf
+// objects that carry the filter's label, whose Cluster it reads though the Cluster carries none,
+// and leaves the others alone.
+func TestAManagerWithAWatchFilter(t *testing.T) {
+	env := testenv.Get(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := "watch-filter"
+	admin := adminIn(ctx, t, env, ns)
+	createOwnedCluster(ctx, t, admin, ns, "kept", map[string]string{clusterv1.WatchLabel: "team-a"})
+	createOwnedCluster(ctx, t, admin, ns, "other-team", map[string]string{clusterv1.WatchLabel: "team-b"})
+	createOwnedCluster(ctx, t, admin, ns, "unlabelled", nil)
+
+	startManager(ctx, t, scopedManager(t, env, controller.Scope{WatchFilter: "team-a"}, ""))
+	var job batchv1.Job
+	eventually(t, "a watch filter reconciles the captf objects that carry its label, and still reads every Cluster", func(ctx context.Context) (bool, error) {
+		list, err := ownerJobs(ctx, admin, ns, "kept")
+		if len(list) == 1 {
+			job = list[0]
+		}
+		return len(list) == 1, err
+	})
+	if job.Labels[clusterv1.WatchLabel] != "team-a" {
+		t.Errorf("a Job carries its object's watch-filter label: labels %v", job.Labels)
+	}
+	for _, name := range []string{"other-team", "unlabelled"} {
+		assertUntouched(ctx, t, admin, "a watch filter reconciles only the captf objects that carry its label", ns, name)
+	}
 }
 
 // createOwnedCluster creates a TerraformCluster with labels and the Cluster that owns it, which

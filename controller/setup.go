@@ -74,22 +74,41 @@ type Options struct {
 	Scope Scope
 }
 
-// Scope narrows what one controller reconciles, as Cluster API's managers do with --namespace,
-// so that several controllers can share a cluster. The zero Scope is everything.
+// Scope narrows what one controller reconciles, as Cluster API's managers do with --namespace
+// and --watch-filter, so that several controllers can share a cluster. The zero Scope is
+// everything.
 type Scope struct {
 	// Namespace is the one namespace whose objects the controller caches and reconciles and
 	// whose Jobs it follows; "" is every namespace.
 	Namespace string
+	// WatchFilter, when set, is the value of Cluster API's watch label (clusterv1.WatchLabel)
+	// that the TerraformClusters, TerraformMachines and TerraformMachinePools the controller
+	// reconciles carry; their Jobs carry it after them. Cluster API's objects and the
+	// cluster-scoped identities are read whatever their labels.
+	WatchFilter string
 }
 
-// Validate reports a Namespace that cannot name a namespace.
+// Validate reports a Namespace that cannot name a namespace and a WatchFilter that cannot be a
+// label value.
 func (s Scope) Validate() error {
 	if s.Namespace != "" {
 		if errs := validation.IsDNS1123Label(s.Namespace); len(errs) > 0 {
 			return fmt.Errorf("namespace %q: %s", s.Namespace, strings.Join(errs, "; "))
 		}
 	}
+	if errs := validation.IsValidLabelValue(s.WatchFilter); len(errs) > 0 {
+		return fmt.Errorf("watch filter %q: %s", s.WatchFilter, strings.Join(errs, "; "))
+	}
 	return nil
+}
+
+// watchLabels are the labels the captf objects and Jobs of the scope carry: nil without a watch
+// filter.
+func (s Scope) watchLabels() map[string]string {
+	if s.WatchFilter == "" {
+		return nil
+	}
+	return map[string]string{clusterv1.WatchLabel: s.WatchFilter}
 }
 
 // NewScheme returns a scheme with the kinds the controller reads and writes.
@@ -108,7 +127,7 @@ func NewScheme() *runtime.Scheme {
 // metadata is cached, and of Cluster API's Clusters only what captfcache.SlimCluster keeps. The
 // cache holds only what scope reconciles (see scopeCache).
 func ManagerOptions(opts ctrl.Options, scope Scope) ctrl.Options {
-	managed := labels.SelectorFromSet(labels.Set{jobs.LabelManaged: jobs.ManagedValue})
+	managed := labels.SelectorFromSet(labels.Merge(labels.Set{jobs.LabelManaged: jobs.ManagedValue}, scope.watchLabels()))
 	// The reconcilers read and watch Jobs through their own JobCache, never through the
 	// manager's; should anything list Jobs here, it gets managed ones slimmed all the same.
 	opts.Cache.ByObject = map[client.Object]cache.ByObject{
@@ -130,17 +149,26 @@ func ManagerOptions(opts ctrl.Options, scope Scope) ctrl.Options {
 }
 
 // scopeCache narrows the cache to scope. A namespace is every namespaced kind's: the ByObject
-// entries name none, so they inherit it, and the cluster-scoped identities stay cached whole.
+// entries name none, so they inherit it, and the cluster-scoped identities stay cached whole. A
+// watch filter selects the captf kinds only: Cluster API's Clusters, Machines and MachinePools
+// are read as owners whatever their labels, and identities are shared by every controller. A
+// request for an object the filter leaves out (from a Cluster, Secret or Job watch) then reads
+// NotFound and ends.
 func scopeCache(opts *cache.Options, scope Scope) {
 	if scope.Namespace != "" {
 		opts.DefaultNamespaces = map[string]cache.Config{scope.Namespace: {}}
 	}
+	if watched := scope.watchLabels(); watched != nil {
+		for _, kind := range infrav1.Kinds {
+			opts.ByObject[kind.New()] = cache.ByObject{Label: labels.SelectorFromSet(watched)}
+		}
+	}
 }
 
-// NewJobCache returns the Job cache of scope: the managed Jobs of its namespace, those the
-// reconcilers of scope run.
+// NewJobCache returns the Job cache of scope: the managed Jobs of its namespace that carry its
+// watch filter's label, those the reconcilers of scope run.
 func NewJobCache(cfg *rest.Config, scope Scope) (*captfcache.JobCache, error) {
-	return captfcache.NewJobCache(cfg, scope.Namespace, nil)
+	return captfcache.NewJobCache(cfg, scope.Namespace, scope.watchLabels())
 }
 
 // metadataOf is the metadata-only form of a kind, for cache options.

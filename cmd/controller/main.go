@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -69,6 +70,7 @@ func main() {
 	flag.StringVar(&allowedImages, "allowed-images", "*", "Comma-separated module images the install runs: repository prefixes (registry.example/modules), digests (sha256:<hex>) or * for any. A TerraformClusterIdentity's spec.allowedImages narrows it for the runs that get its credentials.")
 	flag.StringVar(&namespace, "controller-namespace", "", "The namespace the controller runs in, the only one whose Secrets a TerraformClusterIdentity may lend (default: $POD_NAMESPACE, else the pod's namespace, else "+defaultNamespace+").")
 	flag.StringVar(&scope.Namespace, "namespace", "", "Namespace whose objects the controller reconciles and whose Jobs it follows; all namespaces when empty.")
+	flag.StringVar(&scope.WatchFilter, "watch-filter", "", "Label value: only the TerraformClusters, TerraformMachines and TerraformMachinePools labelled "+clusterv1.WatchLabel+" with this value are reconciled, and their Jobs carry the same label; Cluster API's objects and identities are read whatever their labels. Empty reconciles every object.")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nThe captf controller reconciles TerraformCluster, TerraformMachine and TerraformMachinePool\nand runs their Terraform/OpenTofu operations as Kubernetes Jobs.\n\nFlags:\n", os.Args[0])
@@ -84,10 +86,10 @@ func main() {
 	}
 
 	if err := scope.Validate(); err != nil {
-		log.Error(err, "--namespace is invalid")
+		log.Error(err, "--namespace or --watch-filter is invalid")
 		os.Exit(2)
 	}
-	log.Info("namespace whose objects the controller reconciles (--namespace; empty is all)", "namespace", scope.Namespace)
+	log.Info("objects the controller reconciles (--namespace, --watch-filter; empty is all)", "namespace", scope.Namespace, "watchFilter", scope.WatchFilter)
 
 	if namespace == "" {
 		namespace = controllerNamespace()
