@@ -25,7 +25,7 @@ TOFU_LDFLAGS := -s -w -X github.com/opentofu/opentofu/version.dev=no
 
 K8S_TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/etcd
 GEN_TOOLS := $(BIN)/controller-gen $(BIN)/deepcopy-gen $(BIN)/conversion-gen $(BIN)/defaulter-gen $(BIN)/openapi-gen
-CAPI_TOOLS := $(BIN)/capi-manager $(BIN)/clusterctl
+CAPI_TOOLS := $(BIN)/capi-manager $(BIN)/capi-kubeadm-bootstrap $(BIN)/clusterctl
 PROM_TOOLS := $(BIN)/promtool
 TOOLS     := $(K8S_TOOLS) $(BIN)/tofu $(GEN_TOOLS) $(BIN)/golangci-lint $(CAPI_TOOLS) $(PROM_TOOLS)
 
@@ -42,7 +42,7 @@ help: ## Show the targets.
 ##@ Tools (built from the Go module proxy, cached in bin/)
 
 .PHONY: tools
-tools: $(TOOLS) ## Build the control plane, OpenTofu, the code generators, golangci-lint, Cluster API's core manager, clusterctl and promtool into bin/ (skips what exists).
+tools: $(TOOLS) ## Build the control plane, OpenTofu, the code generators, golangci-lint, Cluster API's core manager and kubeadm bootstrap provider, clusterctl and promtool into bin/ (skips what exists).
 
 $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
 	@mkdir -p $(BIN)
@@ -63,6 +63,10 @@ CAPI_LDFLAGS := -s -w -X sigs.k8s.io/cluster-api/version.gitVersion=v1.14.2 -X s
 $(BIN)/capi-manager: hack/tools/capi/go.mod hack/tools/capi/go.sum
 	@mkdir -p $(BIN)
 	cd hack/tools/capi && $(GO) build -ldflags '$(CAPI_LDFLAGS)' -o $@ sigs.k8s.io/cluster-api/core
+
+$(BIN)/capi-kubeadm-bootstrap: hack/tools/capi/go.mod hack/tools/capi/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/capi && $(GO) build -ldflags '$(CAPI_LDFLAGS)' -o $@ sigs.k8s.io/cluster-api/bootstrap/kubeadm
 
 $(BIN)/clusterctl: hack/tools/capi/go.mod hack/tools/capi/go.sum
 	@mkdir -p $(BIN)
