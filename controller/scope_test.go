@@ -167,3 +167,21 @@ func assertUntouched(ctx context.Context, t *testing.T, c client.Client, rule, n
 		t.Errorf("%s: %s/%s has finalizers %v and %d Jobs", rule, namespace, name, tc.Finalizers, len(list))
 	}
 }
+
+// TestAScopeIsValidated checks the flags' values before the manager starts.
+func TestAScopeIsValidated(t *testing.T) {
+	for _, tc := range []struct {
+		rule  string
+		scope controller.Scope
+		valid bool
+	}{
+		{"no flag is everything", controller.Scope{}, true},
+		{"a namespace name and a label value are accepted", controller.Scope{Namespace: "team-a", WatchFilter: "team-a.v1"}, true},
+		{"a namespace flag that cannot name a namespace is refused", controller.Scope{Namespace: "Team_A"}, false},
+		{"a watch filter that cannot be a label value is refused", controller.Scope{WatchFilter: "team a"}, false},
+	} {
+		if err := tc.scope.Validate(); (err == nil) != tc.valid {
+			t.Errorf("%s: %v", tc.rule, err)
+		}
+	}
+}
