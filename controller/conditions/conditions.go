@@ -152,7 +152,7 @@ const (
 	ReasonWaitingForBootstrapData         = "WaitingForBootstrapData"
 
 	// AutoscalingActive.
-	ReasonReplicasManagedByModule       = "ReplicasManagedByModule"
+	ReasonReplicasFollowMachinePool     = "ReplicasFollowMachinePool"
 	ReasonAutoscalingDisabled           = "AutoscalingDisabled"
 	ReasonAutoscalingAnnotationsInvalid = "AutoscalingAnnotationsInvalid"
 

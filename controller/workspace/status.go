@@ -364,8 +364,8 @@ func setAutoscaling(s *infrav1.WorkspaceStatus, at stamp, a contract.Autoscaling
 	case problem != "":
 		at.set(&s.Conditions, conditions.AutoscalingActive, metav1.ConditionFalse, conditions.ReasonAutoscalingAnnotationsInvalid, problem+"; the pool applies without autoscaling")
 	case a.Enabled:
-		at.set(&s.Conditions, conditions.AutoscalingActive, metav1.ConditionTrue, conditions.ReasonReplicasManagedByModule,
-			fmt.Sprintf("the module gets the autoscaler's bounds %d..%d and the pool's own count within them as its replicas", a.Min, a.Max))
+		at.set(&s.Conditions, conditions.AutoscalingActive, metav1.ConditionTrue, conditions.ReasonReplicasFollowMachinePool,
+			fmt.Sprintf("the module gets the MachinePool's spec.replicas, which the cluster autoscaler sets, within its bounds %d..%d as its replicas", a.Min, a.Max))
 	default:
 		at.set(&s.Conditions, conditions.AutoscalingActive, metav1.ConditionFalse, conditions.ReasonAutoscalingDisabled, "the MachinePool carries no cluster autoscaler annotations")
 	}

@@ -442,7 +442,7 @@ func TestSetAutoscaling(t *testing.T) {
 		want    metav1.ConditionStatus
 		reason  string
 	}{
-		{"usable bounds reach the module", contract.Autoscaling{Enabled: true, Min: 1, Max: 3}, "", metav1.ConditionTrue, conditions.ReasonReplicasManagedByModule},
+		{"usable bounds: the replicas follow the MachinePool", contract.Autoscaling{Enabled: true, Min: 1, Max: 3}, "", metav1.ConditionTrue, conditions.ReasonReplicasFollowMachinePool},
 		{"unusable annotations are said so", contract.Autoscaling{}, "both must be set", metav1.ConditionFalse, conditions.ReasonAutoscalingAnnotationsInvalid},
 		{"no annotations: no autoscaling", contract.Autoscaling{}, "", metav1.ConditionFalse, conditions.ReasonAutoscalingDisabled},
 	} {
