@@ -215,10 +215,10 @@ func (s *System) startClusterAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.Env.InstallWebhooks(ctx, filepath.Join(dir, "core", "config", "webhook", "manifests.yaml"), port, caPEM); err != nil {
+	if err := s.Env.InstallWebhooks(ctx, filepath.Join(dir, "core", "config", "webhook", "manifests.yaml"), "capi-", port, caPEM); err != nil {
 		return err
 	}
-	if err := s.Env.ServeConversions(ctx, "cluster.x-k8s.io", port, caPEM); err != nil {
+	if err := s.Env.ServeConversions(ctx, testenv.ClusterAPICoreGroups, port, caPEM); err != nil {
 		return err
 	}
 	kubeconfig, err := s.clusterAPIIdentity(ctx, dir)
@@ -593,7 +593,7 @@ func (s *System) setUpWebhooks(ctx context.Context) error {
 		return err
 	}
 	manifest := filepath.Join(s.Env.RepoRoot, "artifacts", "controller", "webhook.yaml")
-	if err := s.Env.InstallWebhooks(ctx, manifest, port, caPEM); err != nil {
+	if err := s.Env.InstallWebhooks(ctx, manifest, "", port, caPEM); err != nil {
 		return err
 	}
 	s.webhookPort, s.webhookCertDir = port, dir

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -280,8 +281,10 @@ func (e *Env) WaitForAPIService(ctx context.Context, apiService string, timeout 
 
 // InstallWebhooks creates the validating and mutating webhook configurations of a manifest with
 // each webhook pointed at https://127.0.0.1:<port><its service path>, trusting caPEM: the shipped
-// configuration, served by a process on loopback.
-func (e *Env) InstallWebhooks(ctx context.Context, manifest string, port int, caPEM []byte) error {
+// configuration, served by a process on loopback. namePrefix goes before each configuration's
+// name, as the namePrefix of a provider's kustomization does: Cluster API's providers all name
+// theirs mutating-webhook-configuration and validating-webhook-configuration.
+func (e *Env) InstallWebhooks(ctx context.Context, manifest, namePrefix string, port int, caPEM []byte) error {
 	objs, err := ReadManifests(manifest)
 	if err != nil {
 		return err
@@ -322,6 +325,7 @@ func (e *Env) InstallWebhooks(ctx context.Context, manifest string, port int, ca
 		default:
 			continue
 		}
+		cfg.SetName(namePrefix + cfg.GetName())
 		if err := c.Create(ctx, cfg); err != nil {
 			return fmt.Errorf("creating %s: %w", cfg.GetName(), err)
 		}
@@ -329,10 +333,11 @@ func (e *Env) InstallWebhooks(ctx context.Context, manifest string, port int, ca
 	return nil
 }
 
-// ServeConversions has the API server convert the versions of every CRD of the groups under
-// groupSuffix that serves more than one, through the webhook at https://127.0.0.1:<port>/convert
-// trusted with caPEM, as a provider's install registers it for its Service.
-func (e *Env) ServeConversions(ctx context.Context, groupSuffix string, port int, caPEM []byte) error {
+// ServeConversions has the API server convert the versions of every CRD of groups that serves
+// more than one, through the webhook at https://127.0.0.1:<port>/convert trusted with caPEM, as
+// a provider's install registers it for its Service. Groups match exactly: providers share the
+// suffix cluster.x-k8s.io, and each converts only its own kinds.
+func (e *Env) ServeConversions(ctx context.Context, groups []string, port int, caPEM []byte) error {
 	scheme := runtime.NewScheme()
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		return err
@@ -348,7 +353,7 @@ func (e *Env) ServeConversions(ctx context.Context, groupSuffix string, port int
 	url := fmt.Sprintf("https://127.0.0.1:%d/convert", port)
 	for i := range crds.Items {
 		crd := &crds.Items[i]
-		if !strings.HasSuffix(crd.Spec.Group, groupSuffix) || len(crd.Spec.Versions) < 2 {
+		if !slices.Contains(groups, crd.Spec.Group) || len(crd.Spec.Versions) < 2 {
 			continue
 		}
 		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{

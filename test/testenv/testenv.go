@@ -42,7 +42,8 @@ type Options struct {
 	// garbage collector, so Jobs get pods and owned objects are collected.
 	ControllerManager bool
 	// ClusterAPICore installs every CRD of Cluster API's core manager, not only those captf
-	// reads, so the manager can run.
+	// reads, and those of its kubeadm bootstrap provider (KubeadmBootstrapCRDs), so both
+	// managers can run.
 	ClusterAPICore bool
 	// SkipCRDs leaves out the CRDs of artifacts/crd and Cluster API's.
 	SkipCRDs bool
@@ -175,6 +176,12 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 			return e, err
 		}
 		e.env.CRDDirectoryPaths = append([]string{filepath.Join(root, "artifacts", "crd")}, capi...)
+		if opts.ClusterAPICore {
+			// Labelled in memory: the module's files lack the contract labels.
+			if e.env.CRDs, err = KubeadmBootstrapCRDs(); err != nil {
+				return e, err
+			}
+		}
 	}
 	args := e.env.ControlPlane.GetAPIServer().Configure()
 	args.Set("requestheader-client-ca-file", e.FrontProxy.CAFile)
