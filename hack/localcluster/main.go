@@ -1,6 +1,6 @@
 // Command localcluster is `make run`: it starts the whole of captf on a local control plane
 // (etcd, kube-apiserver, kube-controller-manager, the local node agent, the controller, the
-// aggregated API server and Cluster API's core manager), applies the sample Cluster and
+// aggregated API server, and Cluster API's core manager and kubeadm bootstrap provider), applies the sample Cluster and
 // MachineDeployment of artifacts/samples, waits until Cluster API sees them provisioned by real
 // OpenTofu runs and shows them.
 // It writes an admin kubeconfig to .local/kubeconfig and serves until interrupted; Ctrl-C

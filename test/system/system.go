@@ -63,9 +63,14 @@ type Options struct {
 	Images map[string]nodeagent.Image
 	// LogDir receives the processes' logs; defaults to the control plane's scratch directory.
 	LogDir string
-	// ClusterAPI runs Cluster API's core manager (bin/capi-manager) next to captf, with every
-	// CRD of Cluster API's core and its webhooks served on loopback.
+	// ClusterAPI runs Cluster API's core manager (bin/capi-manager) and its kubeadm bootstrap
+	// provider (bin/capi-kubeadm-bootstrap) next to captf, with their CRDs and webhooks served
+	// on loopback.
 	ClusterAPI bool
+	// BootstrapTokenTTL is the kubeadm bootstrap provider's --bootstrap-token-ttl: how long a
+	// join token it creates lives, and so how often it refreshes or rotates one. Zero: 15m, its
+	// default.
+	BootstrapTokenTTL time.Duration
 	// Deployments runs the controller and the API server as the install's Deployments: pods of
 	// the node agent, from images built from this tree and pulled from an in-process registry
 	// (startDeployments). Otherwise they run as local processes with the same flags.
@@ -182,27 +187,85 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		if err := s.startClusterAPI(ctx); err != nil {
 			return s, err
 		}
+		if err := s.startKubeadmBootstrap(ctx, opts.BootstrapTokenTTL); err != nil {
+			return s, err
+		}
 	}
 	return s, nil
 }
 
-// ClusterAPIManager is the binary of Cluster API's core manager in bin/ (make tools).
-const ClusterAPIManager = "capi-manager"
+// The binaries of Cluster API's core manager and of its kubeadm bootstrap provider in bin/
+// (make tools).
+const (
+	ClusterAPIManager       = "capi-manager"
+	KubeadmBootstrapManager = "capi-kubeadm-bootstrap"
+)
 
-// startClusterAPI runs Cluster API's core manager as a local process under the identity its
-// install gives it (clusterAPIIdentity),
-// its webhooks (defaulting, validation, and the conversion of its CRDs' older versions)
-// registered with the API server on loopback with a generated certificate, and waits until it
-// is ready. MachinePool is a feature gate of Cluster API; it is on.
+// capiProvider is one of Cluster API's managers as its install names and runs it: the
+// directory of its config in the module, the namePrefix and namespace of its kustomization, the
+// API groups it converts, its ServiceAccount and its extra flags.
+type capiProvider struct {
+	binary     string
+	configDir  string
+	namePrefix string
+	namespace  string
+	groups     []string
+	sa         string
+	args       []string
+}
+
+// The core manager and the kubeadm bootstrap provider, as their config/default installs them.
+// ClusterTopology is an alpha gate of core, off by default: ClusterClass needs it, and the
+// Cluster webhook refuses spec.topology without it. MachinePool is on by default in v1.14,
+// and named so that the pools captf provisions do not depend on that default.
+func coreProvider() capiProvider {
+	return capiProvider{
+		binary: ClusterAPIManager, configDir: "core", namePrefix: "capi-", namespace: ClusterAPINamespace,
+		groups: testenv.ClusterAPICoreGroups, sa: ClusterAPIManagerSA,
+		args: []string{"--feature-gates=MachinePool=true,ClusterTopology=true"},
+	}
+}
+
+func kubeadmBootstrapProvider(tokenTTL time.Duration) capiProvider {
+	if tokenTTL == 0 {
+		tokenTTL = DefaultBootstrapTokenTTL
+	}
+	return capiProvider{
+		binary: KubeadmBootstrapManager, configDir: filepath.Join("bootstrap", "kubeadm"),
+		namePrefix: "capi-kubeadm-bootstrap-", namespace: KubeadmBootstrapNamespace,
+		groups: testenv.KubeadmBootstrapGroups, sa: KubeadmBootstrapSA,
+		args: []string{"--bootstrap-token-ttl=" + tokenTTL.String()},
+	}
+}
+
+// DefaultBootstrapTokenTTL is the kubeadm bootstrap provider's own default token lifetime.
+const DefaultBootstrapTokenTTL = 15 * time.Minute
+
+// startClusterAPI runs Cluster API's core manager (startCAPIProvider).
 func (s *System) startClusterAPI(ctx context.Context) error {
-	manager := filepath.Join(s.Env.BinDir, ClusterAPIManager)
+	return s.startCAPIProvider(ctx, coreProvider())
+}
+
+// startKubeadmBootstrap runs Cluster API's kubeadm bootstrap provider (startCAPIProvider), which
+// writes the bootstrap data of every Machine and MachinePool that names a KubeadmConfig.
+func (s *System) startKubeadmBootstrap(ctx context.Context, tokenTTL time.Duration) error {
+	return s.startCAPIProvider(ctx, kubeadmBootstrapProvider(tokenTTL))
+}
+
+// startCAPIProvider runs one of Cluster API's managers as a local process under the identity
+// its install gives it (clusterAPIIdentity), its webhooks (defaulting, validation, and the
+// conversion of its CRDs' older versions) registered with the API server on loopback with a
+// generated certificate, and waits until it is ready.
+func (s *System) startCAPIProvider(ctx context.Context, p capiProvider) error {
+	manager := filepath.Join(s.Env.BinDir, p.binary)
 	if _, err := os.Stat(manager); err != nil {
-		return fmt.Errorf("Cluster API's core manager is missing (run `make tools`): %w", err)
+		return fmt.Errorf("%s is missing (run `make tools`): %w", p.binary, err)
 	}
 	dir, err := testenv.ClusterAPIDir()
 	if err != nil {
 		return err
 	}
+	config := filepath.Join(dir, p.configDir, "config")
 	port, err := testenv.FreePort()
 	if err != nil {
 		return err
@@ -211,44 +274,48 @@ func (s *System) startClusterAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	certDir, caPEM, err := s.webhookCerts("capi-webhook-service", "capi-system")
+	certDir, caPEM, err := s.webhookCerts(p.namePrefix+"webhook-service", p.namespace)
 	if err != nil {
 		return err
 	}
-	if err := s.Env.InstallWebhooks(ctx, filepath.Join(dir, "core", "config", "webhook", "manifests.yaml"), "capi-", port, caPEM); err != nil {
+	if err := s.Env.InstallWebhooks(ctx, filepath.Join(config, "webhook", "manifests.yaml"), p.namePrefix, port, caPEM); err != nil {
 		return err
 	}
-	if err := s.Env.ServeConversions(ctx, testenv.ClusterAPICoreGroups, port, caPEM); err != nil {
+	if err := s.Env.ServeConversions(ctx, p.groups, port, caPEM); err != nil {
 		return err
 	}
-	kubeconfig, err := s.clusterAPIIdentity(ctx, dir)
+	kubeconfig, err := s.clusterAPIIdentity(ctx, filepath.Join(config, "rbac", "role.yaml"), p.namePrefix+"manager-role", p.namespace, p.sa)
 	if err != nil {
 		return err
 	}
-	if err := s.run("capi-manager", manager,
-		"--kubeconfig="+kubeconfig, "--leader-elect=false",
-		"--health-addr=127.0.0.1:"+strconv.Itoa(healthPort), "--diagnostics-address=127.0.0.1:0", "--insecure-diagnostics",
-		"--webhook-port="+strconv.Itoa(port), "--webhook-cert-dir="+certDir,
-		"--feature-gates=MachinePool=true",
-	); err != nil {
+	args := append([]string{
+		"--kubeconfig=" + kubeconfig, "--leader-elect=false",
+		"--health-addr=127.0.0.1:" + strconv.Itoa(healthPort), "--diagnostics-address=127.0.0.1:0", "--insecure-diagnostics",
+		"--webhook-port=" + strconv.Itoa(port), "--webhook-cert-dir=" + certDir,
+	}, p.args...)
+	if err := s.run(p.binary, manager, args...); err != nil {
 		return err
 	}
-	return waitForReady(ctx, "http://127.0.0.1:"+strconv.Itoa(healthPort)+"/readyz", 2*time.Minute)
+	if err := waitForReady(ctx, "http://127.0.0.1:"+strconv.Itoa(healthPort)+"/readyz", 2*time.Minute); err != nil {
+		return fmt.Errorf("%s is not ready: %w; log: %s", p.binary, err, s.Log(p.binary))
+	}
+	return nil
 }
 
-// Cluster API's core manager runs as this ServiceAccount, bound to its ClusterRole.
+// Cluster API's managers run as these ServiceAccounts, each bound to its ClusterRole.
 const (
-	ClusterAPINamespace = "capi-system"
-	ClusterAPIManagerSA = "capi-manager"
-	clusterAPIRole      = "capi-manager-role"
+	ClusterAPINamespace       = "capi-system"
+	ClusterAPIManagerSA       = "capi-manager"
+	KubeadmBootstrapNamespace = "capi-kubeadm-bootstrap-system"
+	KubeadmBootstrapSA        = "capi-kubeadm-bootstrap-manager"
 )
 
-// clusterAPIIdentity gives Cluster API's core manager the identity its install does: a
-// ServiceAccount bound to the ClusterRole of the module's core/config/rbac/role.yaml (named as
-// its kustomization prefixes it), and returns a kubeconfig for it. So the manager gets no more
+// clusterAPIIdentity gives one of Cluster API's managers the identity its install does: the
+// ServiceAccount sa in namespace bound to the ClusterRole of the module's roleFile, named role as
+// its kustomization prefixes it, and returns a kubeconfig for it. So the manager gets no more
 // than its own RBAC, and what captf's objects need from it is proven under that RBAC.
-func (s *System) clusterAPIIdentity(ctx context.Context, dir string) (string, error) {
-	objs, err := testenv.ReadManifests(filepath.Join(dir, "core", "config", "rbac", "role.yaml"))
+func (s *System) clusterAPIIdentity(ctx context.Context, roleFile, role, namespace, sa string) (string, error) {
+	objs, err := testenv.ReadManifests(roleFile)
 	if err != nil {
 		return "", err
 	}
@@ -266,25 +333,25 @@ func (s *System) clusterAPIIdentity(ctx context.Context, dir string) (string, er
 		if obj.GetKind() != "ClusterRole" {
 			continue
 		}
-		obj.SetName(clusterAPIRole)
+		obj.SetName(role)
 		if err := create(obj); err != nil {
 			return "", err
 		}
 	}
 	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ClusterAPINamespace}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: ClusterAPIManagerSA, Namespace: ClusterAPINamespace}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: namespace}},
 		&rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: clusterAPIRole + "binding"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterAPIRole},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ClusterAPIManagerSA, Namespace: ClusterAPINamespace}},
+			ObjectMeta: metav1.ObjectMeta{Name: role + "binding"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: namespace}},
 		},
 	} {
 		if err := create(obj); err != nil {
 			return "", err
 		}
 	}
-	return s.Env.ServiceAccountKubeconfig(ctx, ClusterAPINamespace, ClusterAPIManagerSA)
+	return s.Env.ServiceAccountKubeconfig(ctx, namespace, sa)
 }
 
 // buildBinaries compiles the three product binaries, static as the images hold them.

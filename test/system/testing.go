@@ -29,7 +29,7 @@ var (
 func Main(m *testing.M, opts Options) int {
 	needed := append(testenv.Options{ControllerManager: true}.Binaries(), testenv.TofuBinary)
 	if opts.ClusterAPI {
-		needed = append(needed, ClusterAPIManager)
+		needed = append(needed, ClusterAPIManager, KubeadmBootstrapManager)
 	}
 	if missing := testenv.MissingBinaries(needed...); len(missing) > 0 {
 		if testenv.InCI() {
