@@ -42,6 +42,9 @@ const (
 	Abandoned = "Abandoned"
 	// MembershipRefresh: a pool's members are read again on their own schedule.
 	MembershipRefresh = "MembershipRefresh"
+	// HealthCheckDue: a machine that may ask for its replacement has its health read again
+	// (spec.remediation.healthCheckIntervalSeconds).
+	HealthCheckDue = "HealthCheckDue"
 	// WaitingForDependents: a deleted cluster waits until its machines and pools are gone.
 	WaitingForDependents = "WaitingForDependents"
 	// DependenciesNotReady: what a run needs from Cluster API is not there (DependenciesReady
@@ -136,6 +139,9 @@ type Input struct {
 	// while the pool's provider IDs and replicas disagree or its health is pending.
 	MembershipRefresh    time.Duration
 	MembershipConverging bool
+	// HealthCheck is how often a machine's health is read again with a refresh, so that it can
+	// ask for its replacement; 0 when it does not.
+	HealthCheck time.Duration
 }
 
 // Plan is the plan of a Manual object that waits for approval.
@@ -412,15 +418,20 @@ func (in Input) schedule() Decision {
 	return in.start(jobs.OpDrift, DriftDue)
 }
 
-// membershipDue starts a pool's membership refresh when its period has passed since the last
-// refresh (or apply); otherwise it says when it will be due.
+// membershipDue starts the refresh that is due on its own schedule: a pool's membership
+// refresh, or a machine's health check, when its period has passed since the last refresh (or
+// apply); otherwise it says when it will be due.
 func (in Input) membershipDue() Decision {
-	if in.MembershipRefresh <= 0 {
+	period, reason := in.MembershipRefresh, MembershipRefresh
+	switch {
+	case period > 0:
+		if in.MembershipConverging && period > MembershipConvergingInterval {
+			period = MembershipConvergingInterval
+		}
+	case in.HealthCheck > 0:
+		period, reason = in.HealthCheck, HealthCheckDue
+	default:
 		return Decision{}
-	}
-	period := in.MembershipRefresh
-	if in.MembershipConverging && period > MembershipConvergingInterval {
-		period = MembershipConvergingInterval
 	}
 	base := in.LastRefresh
 	if _, applied, ok := jobs.NewestSuccess(in.Jobs, jobs.OpApply); ok && applied.After(base) {
@@ -429,7 +440,7 @@ func (in Input) membershipDue() Decision {
 	if due := base.Add(period); in.Now.Before(due) {
 		return Decision{RequeueAfter: due.Sub(in.Now)}
 	}
-	return in.start(jobs.OpRefresh, MembershipRefresh)
+	return in.start(jobs.OpRefresh, reason)
 }
 
 // start chooses op unless its backoff window holds it back.

@@ -206,6 +206,15 @@ func TestDecide(t *testing.T) {
 			in.Kind, in.MembershipRefresh, in.LastRefresh = jobs.KindMachinePool, time.Minute, at(990)
 			in.Jobs = append(in.Jobs, job(jobs.OpRefresh, 1, jobs.OutcomeFailed, 995))
 		}, "", MembershipRefresh + BackoffSuffix, false, time.Minute},
+		{"a machine that may ask for its replacement reads its health one interval after its last refresh", func(in *Input) {
+			in.Kind, in.Mutable, in.HealthCheck, in.LastRefresh = jobs.KindMachine, false, time.Minute, at(998)
+		}, jobs.OpRefresh, HealthCheckDue, false, 0},
+		{"a machine's health check waits for its interval", func(in *Input) {
+			in.Kind, in.Mutable, in.HealthCheck, in.LastRefresh = jobs.KindMachine, false, 5*time.Minute, at(998)
+		}, "", UpToDate, false, 3 * time.Minute},
+		{"a machine that may not ask for its replacement reads no health on a schedule", func(in *Input) {
+			in.Kind, in.Mutable, in.LastRefresh = jobs.KindMachine, false, at(998)
+		}, "", UpToDate, false, 0},
 		{"drift is due one interval after the last drift check", func(in *Input) {
 			in.Drift.IntervalSeconds = ptr.To[int64](600)
 			in.LastDriftCheck = at(900)

@@ -37,6 +37,8 @@ const (
 	EventImageNotAllowed                 = "ImageNotAllowed"
 	EventProvisioned                     = "Provisioned"
 	EventProviderIDSet                   = "ProviderIDSet"
+	EventRemediationRequested            = "RemediationRequested"
+	EventRemediationWithdrawn            = "RemediationWithdrawn"
 	EventControlPlaneEndpointSet         = "ControlPlaneEndpointSet"
 	EventOutputsInvalid                  = "OutputsInvalid"
 	EventPaused                          = "Paused"
@@ -91,6 +93,8 @@ var Events = []EventDoc{
 	{EventImagePinned, "Normal", "A successful apply pinned the digest its pod ran; later non-apply runs use it."},
 	{EventProvisioned, "Normal", "The applied state's outputs meet the contract and its health is known: status.initialization.provisioned is true, for good."},
 	{EventProviderIDSet, "Normal", "A machine's spec.providerID was set from the module's provider_id output (once; it never changes)."},
+	{EventRemediationRequested, "Warning", "A machine with spec.remediation.annotateMachine asked Cluster API to replace it: its Machine got cluster.x-k8s.io/remediate-machine, because the module reports it terminated or unhealthy in unhealthyThreshold readings in a row."},
+	{EventRemediationWithdrawn, "Normal", "A machine whose replacement captf had asked for is healthy again: captf removed its request from the Machine."},
 	{EventControlPlaneEndpointSet, "Normal", "A cluster's spec.controlPlaneEndpoint was set from the module's control_plane_endpoint output (once)."},
 	{EventOutputsInvalid, "Warning", "The module's outputs stopped meeting the contract (OutputsValid False): the output and the rule it breaks, never its value."},
 	{EventPaused, "Normal", "The object or its Cluster was paused: Jobs are booked and stuck ones deleted, none starts."},

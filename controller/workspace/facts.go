@@ -237,6 +237,9 @@ func (r *Reconciler) decideInput(obj infrav1.Workspace, f Facts, st state.State,
 	if pool, ok := obj.(*infrav1.TerraformMachinePool); ok {
 		in.MembershipRefresh, in.MembershipConverging = membershipSchedule(pool)
 	}
+	if m, ok := obj.(*infrav1.TerraformMachine); ok {
+		in.HealthCheck = healthCheckInterval(m)
+	}
 	if planned, ok := obj.(infrav1.Planned); ok && planned.ManualApply() {
 		in.Manual, in.Guarded = true, false
 		in.Replan = obj.GetAnnotations()[jobs.AnnotationReplan]
@@ -268,6 +271,19 @@ func membershipSchedule(pool *infrav1.TerraformMachinePool) (time.Duration, bool
 	converging := pool.Status.Replicas == nil || int(*pool.Status.Replicas) != len(pool.Spec.ProviderIDList) ||
 		(pending != nil && pending.Reason == conditions.ReasonInstancePending)
 	return every, converging
+}
+
+// healthCheckInterval is how often a provisioned machine that may ask for its replacement has
+// its health read again; 0 for one that may not.
+func healthCheckInterval(m *infrav1.TerraformMachine) time.Duration {
+	r := m.Spec.Remediation
+	if !r.AnnotateMachine || !m.Status.IsProvisioned() {
+		return 0
+	}
+	if r.HealthCheckIntervalSeconds != nil {
+		return time.Duration(*r.HealthCheckIntervalSeconds) * time.Second
+	}
+	return defaultHealthCheckInterval
 }
 
 // restoreRequest reads captf.io/restore-state: the serial of a backup to push back. A bad

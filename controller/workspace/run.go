@@ -220,6 +220,11 @@ func (p *pass) actOnFacts(ctx context.Context, f Facts) error {
 			return err
 		}
 	}
+	if in.StateErr == nil {
+		if err := p.reconcileRemediation(ctx, in.State, f.Dependencies.Machine); err != nil {
+			return err
+		}
+	}
 	if in.StateErr == nil && in.State.InputsHash != "" && f.DurableExists && f.Durable.Annotations[jobs.AnnotationApplied] != "true" {
 		// A state that records an inputs hash was applied: mark it, so its loss is noticed.
 		if err := p.markApplied(ctx); err != nil {

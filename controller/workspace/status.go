@@ -370,3 +370,19 @@ func setAutoscaling(s *infrav1.WorkspaceStatus, at stamp, a contract.Autoscaling
 		at.set(&s.Conditions, conditions.AutoscalingActive, metav1.ConditionFalse, conditions.ReasonAutoscalingDisabled, "the MachinePool carries no cluster autoscaler annotations")
 	}
 }
+
+// setHealthSample counts a machine's health reading for remediation, once per Job that read it
+// (the newest successful apply or refresh) and only once provisioned: an unhealthy, degraded or
+// stopped reading adds one, a healthy one resets the count, any other leaves it.
+func setHealthSample(s *infrav1.TerraformMachineStatus, job string, reading healthReading) {
+	if job == "" || job == s.LastHealthSample || !s.IsProvisioned() {
+		return
+	}
+	s.LastHealthSample = job
+	switch reading {
+	case readingHealthy:
+		s.UnhealthySamples = 0
+	case readingUnhealthy:
+		s.UnhealthySamples++
+	}
+}

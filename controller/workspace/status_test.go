@@ -456,3 +456,64 @@ func TestSetAutoscaling(t *testing.T) {
 		})
 	}
 }
+
+func TestSetHealthSample(t *testing.T) {
+	provisioned := &infrav1.Initialization{Provisioned: ptr.To(true)}
+	for _, tc := range []struct {
+		rule    string
+		before  infrav1.TerraformMachineStatus
+		job     string
+		reading healthReading
+		want    int32
+	}{
+		{"an unhealthy reading counts", infrav1.TerraformMachineStatus{WorkspaceStatus: infrav1.WorkspaceStatus{Initialization: provisioned}, UnhealthySamples: 1}, "j2", readingUnhealthy, 2},
+		{"a healthy reading resets the count", infrav1.TerraformMachineStatus{WorkspaceStatus: infrav1.WorkspaceStatus{Initialization: provisioned}, UnhealthySamples: 2}, "j2", readingHealthy, 0},
+		{"a reading that says nothing leaves the count", infrav1.TerraformMachineStatus{WorkspaceStatus: infrav1.WorkspaceStatus{Initialization: provisioned}, UnhealthySamples: 2}, "j2", readingNone, 2},
+		{"the same Job is not counted twice", infrav1.TerraformMachineStatus{WorkspaceStatus: infrav1.WorkspaceStatus{Initialization: provisioned}, UnhealthySamples: 1, LastHealthSample: "j2"}, "j2", readingUnhealthy, 1},
+		{"nothing counts before provisioning", infrav1.TerraformMachineStatus{}, "j2", readingUnhealthy, 0},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			s := tc.before
+			setHealthSample(&s, tc.job, tc.reading)
+			if s.UnhealthySamples != tc.want {
+				t.Fatalf("unhealthySamples = %d, want %d", s.UnhealthySamples, tc.want)
+			}
+		})
+	}
+}
+
+func TestRemediationWanted(t *testing.T) {
+	machine := func(annotate bool, samples int32, mutate ...func(*infrav1.TerraformMachine)) *infrav1.TerraformMachine {
+		m := &infrav1.TerraformMachine{
+			Spec:   infrav1.TerraformMachineSpec{Remediation: infrav1.MachineRemediationSpec{AnnotateMachine: annotate}},
+			Status: infrav1.TerraformMachineStatus{WorkspaceStatus: infrav1.WorkspaceStatus{Initialization: &infrav1.Initialization{Provisioned: ptr.To(true)}}, UnhealthySamples: samples},
+		}
+		for _, f := range mutate {
+			f(m)
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		rule    string
+		m       *infrav1.TerraformMachine
+		reading healthReading
+		want    bool
+	}{
+		{"a terminated machine asks at once", machine(true, 0), readingTerminated, true},
+		{"the threshold of unhealthy readings asks", machine(true, 3), readingUnhealthy, true},
+		{"below the threshold does not ask", machine(true, 2), readingUnhealthy, false},
+		{"a count alone does not ask while the state reads healthy", machine(true, 50), readingHealthy, false},
+		{"without annotateMachine nothing asks", machine(false, 50), readingTerminated, false},
+		{"an unprovisioned machine does not ask", machine(true, 0, func(m *infrav1.TerraformMachine) { m.Status.Initialization = nil }), readingTerminated, false},
+		{"a deleting machine does not ask", machine(true, 0, func(m *infrav1.TerraformMachine) {
+			m.DeletionTimestamp = &metav1.Time{Time: at.now}
+		}), readingTerminated, false},
+		{"a lower threshold asks sooner", machine(true, 1, func(m *infrav1.TerraformMachine) { m.Spec.Remediation.UnhealthyThreshold = ptr.To[int32](1) }), readingUnhealthy, true},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			if got := remediationWanted(tc.m, tc.reading) != ""; got != tc.want {
+				t.Fatalf("remediation wanted = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -18,6 +18,35 @@ type TerraformMachineSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	ProviderID string `json:"providerID,omitempty"`
+
+	// remediation says when captf asks Cluster API to replace the machine. It may change at
+	// any time.
+	// +optional
+	Remediation MachineRemediationSpec `json:"remediation,omitempty"`
+}
+
+// MachineRemediationSpec says when captf asks Cluster API to replace a machine: by annotating
+// its Machine with cluster.x-k8s.io/remediate-machine, which a MachineHealthCheck that selects
+// the Machine remediates at once. Without it, the machine's Ready condition (mirrored into the
+// Machine's InfrastructureReady) is the signal a MachineHealthCheck reads after its timeout.
+type MachineRemediationSpec struct {
+	// annotateMachine lets captf annotate the Machine once the module reports the machine
+	// terminated, or unhealthy, degraded or stopped in unhealthyThreshold health readings in a
+	// row. Default false.
+	// +optional
+	AnnotateMachine bool `json:"annotateMachine,omitempty"`
+	// unhealthyThreshold is the number of health readings in a row that must find the machine
+	// unhealthy, degraded or stopped. Default 3.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	UnhealthyThreshold *int32 `json:"unhealthyThreshold,omitempty"`
+	// healthCheckIntervalSeconds is how often, with annotateMachine, a provisioned machine's
+	// health is read again with a refresh. Default 300.
+	// +optional
+	// +kubebuilder:validation:Minimum=60
+	// +kubebuilder:validation:Maximum=86400
+	HealthCheckIntervalSeconds *int64 `json:"healthCheckIntervalSeconds,omitempty"`
 }
 
 // MachineDriftSpec schedules a machine's drift checks.
@@ -47,6 +76,15 @@ type TerraformMachineStatus struct {
 	// time (a spot instance).
 	// +optional
 	Interruptible bool `json:"interruptible,omitempty"`
+	// unhealthySamples counts the health readings in a row, one per successful apply or refresh
+	// after provisioning, that found the machine unhealthy, degraded or stopped; a healthy
+	// reading resets it.
+	// +optional
+	UnhealthySamples int32 `json:"unhealthySamples,omitempty"`
+	// lastHealthSample names the Job whose health reading was counted last.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	LastHealthSample string `json:"lastHealthSample,omitempty"`
 }
 
 // MachineAddress is one address of a machine, as Cluster API reads it.

@@ -154,6 +154,8 @@ var reasons = map[string]string{
 	decide.InputsUnavailable:      "an apply is due but the inputs cannot be rendered (see the spec's source and variables)",
 	decide.RefreshAfterApply:      "a refresh follows a successful apply",
 	decide.DriftDue:               "the drift check interval has passed",
+	decide.MembershipRefresh:      "the pool's membership refresh interval has passed: its members are read again",
+	decide.HealthCheckDue:         "the machine's health check interval has passed (spec.remediation): its health is read again",
 	decide.UpToDate:               "the state matches the current inputs and nothing is due",
 	decide.DriftRemediation:       "the last drift check found drift and the drift action is Remediate",
 	decide.RestoreRequested:       "a state restore is requested (captf.io/restore-state)",
