@@ -94,19 +94,26 @@ func createCluster(t *testing.T, s *system.Suite, name string) (*infrav1.Terrafo
 	return tc, cluster
 }
 
-// machineDeployment creates a TerraformMachineTemplate, the bootstrap data Secret no bootstrap
-// provider writes here, and a MachineDeployment of replicas machines in the cluster.
+// machineDeployment creates the bootstrap data Secret a bootstrap provider would write, a
+// TerraformMachineTemplate and a MachineDeployment of replicas machines in the cluster.
 func machineDeployment(t *testing.T, s *system.Suite, cluster, name string, replicas int32) *clusterv1.MachineDeployment {
+	t.Helper()
+	bootstrap := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-bootstrap", Namespace: s.NS, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+		Type: clusterv1.ClusterSecretType, StringData: map[string]string{"value": "#cloud-config\n", "format": "cloud-config"}}
+	if err := s.C.Create(s.Ctx, bootstrap); err != nil {
+		t.Fatal(err)
+	}
+	return newMachineDeployment(t, s, cluster, name, replicas, clusterv1.Bootstrap{DataSecretName: ptr.To(bootstrap.Name)})
+}
+
+// newMachineDeployment creates a TerraformMachineTemplate and a MachineDeployment of replicas
+// machines in the cluster, which bootstrap as bootstrap says.
+func newMachineDeployment(t *testing.T, s *system.Suite, cluster, name string, replicas int32, bootstrap clusterv1.Bootstrap) *clusterv1.MachineDeployment {
 	t.Helper()
 	tmpl := &infrav1.TerraformMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.NS}}
 	tmpl.Spec.Template.Spec.Source.Image = system.SampleNoopImage
 	tmpl.Spec.Template.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf(`{"name":%q}`, name))}
 	if err := s.C.Create(s.Ctx, tmpl); err != nil {
-		t.Fatal(err)
-	}
-	bootstrap := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-bootstrap", Namespace: s.NS, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
-		Type: clusterv1.ClusterSecretType, StringData: map[string]string{"value": "#cloud-config\n", "format": "cloud-config"}}
-	if err := s.C.Create(s.Ctx, bootstrap); err != nil {
 		t.Fatal(err)
 	}
 	md := &clusterv1.MachineDeployment{
@@ -115,7 +122,7 @@ func machineDeployment(t *testing.T, s *system.Suite, cluster, name string, repl
 			ClusterName: cluster, Replicas: ptr.To(replicas),
 			Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
 				ClusterName: cluster, Version: "v1.37.2",
-				Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(bootstrap.Name)},
+				Bootstrap:         bootstrap,
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "TerraformMachineTemplate", Name: tmpl.Name},
 			}},
 		},

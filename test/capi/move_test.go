@@ -89,6 +89,53 @@ func registerNodes(t *testing.T, s *system.Suite, ids map[string]bool) {
 	}
 }
 
+// nodesJoined waits until the Machines of the provider IDs ids have their Nodes (registerNodes)
+// and the Cluster's control plane is initialized, which Cluster API says of stand-alone control
+// plane machines once one has its Node.
+func nodesJoined(t *testing.T, s *system.Suite, cluster *clusterv1.Cluster, ids map[string]bool) {
+	t.Helper()
+	// Cluster API maps a new Node to its Machine through its cached provider IDs: a Node made
+	// just as the Machine's provider ID lands can go unseen until the next resync, minutes
+	// later. A touch of what is still waiting has Cluster API look again now.
+	polls := 0
+	nudge := func(ctx context.Context, obj client.Object) error {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{"test.captf.io/nudge":"%d"}}}`, polls)
+		return s.C.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
+	}
+	s.Eventually("the Machines have their Nodes and the control plane is initialized", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		polls++
+		var machines clusterv1.MachineList
+		if err := s.C.List(ctx, &machines, client.InNamespace(s.NS)); err != nil {
+			return false, err
+		}
+		joined := 0
+		for i := range machines.Items {
+			m := &machines.Items[i]
+			switch {
+			case !ids[m.Spec.ProviderID]:
+			case m.Status.NodeRef.IsDefined():
+				joined++
+			case polls%8 == 0:
+				if err := nudge(ctx, m); err != nil {
+					return false, err
+				}
+			}
+		}
+		if err := s.C.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil || joined != len(ids) {
+			return false, err
+		}
+		// With stand-alone control plane machines, the condition (not status.initialization)
+		// says so, and it is what clusterctl move checks.
+		if meta.IsStatusConditionTrue(cluster.Status.Conditions, clusterv1.ClusterControlPlaneInitializedCondition) {
+			return true, nil
+		}
+		if polls%8 == 0 {
+			return false, nudge(ctx, cluster)
+		}
+		return false, nil
+	})
+}
+
 // clusterctlInventory records what `clusterctl init` would have installed: the clusterctl label
 // on Cluster API's and captf's CRDs (move discovers only labelled kinds) and the inventory of
 // providers, which move compares between the two control planes. clusterctl init itself cannot
@@ -186,44 +233,7 @@ func TestClusterctlMoveTakesAProvisionedClusterToAnotherControlPlane(t *testing.
 	}
 	ids := providerIDs(t, s, 3)
 	registerNodes(t, s, ids)
-	// Cluster API maps a new Node to its Machine through its cached provider IDs: a Node made
-	// just as the Machine's provider ID lands can go unseen until the next resync, minutes
-	// later. A touch of what is still waiting has Cluster API look again now.
-	polls := 0
-	nudge := func(ctx context.Context, obj client.Object) error {
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{"test.captf.io/nudge":"%d"}}}`, polls)
-		return s.C.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
-	}
-	s.Eventually("every Machine has its Node and the control plane is initialized", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		polls++
-		var machines clusterv1.MachineList
-		if err := s.C.List(ctx, &machines, client.InNamespace(s.NS)); err != nil {
-			return false, err
-		}
-		waiting := false
-		for i := range machines.Items {
-			if m := &machines.Items[i]; !m.Status.NodeRef.IsDefined() {
-				waiting = true
-				if polls%8 == 0 {
-					if err := nudge(ctx, m); err != nil {
-						return false, err
-					}
-				}
-			}
-		}
-		if err := s.C.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil || waiting || len(machines.Items) != 3 {
-			return false, err
-		}
-		// With stand-alone control plane machines, the condition (not status.initialization)
-		// says so, and it is what clusterctl move checks.
-		if meta.IsStatusConditionTrue(cluster.Status.Conditions, clusterv1.ClusterControlPlaneInitializedCondition) {
-			return true, nil
-		}
-		if polls%8 == 0 {
-			return false, nudge(ctx, cluster)
-		}
-		return false, nil
-	})
+	nodesJoined(t, s, cluster, ids)
 
 	target, err := system.Start(s.Ctx, system.Options{BinDir: s.Sys.BinDir, ClusterAPI: true})
 	t.Cleanup(func() { _ = target.Stop() })
