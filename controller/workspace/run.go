@@ -214,14 +214,8 @@ func (p *pass) actOnFacts(ctx context.Context, f Facts) error {
 	if err := p.reportClusterAPI(ctx, f); err != nil {
 		return err
 	}
-	if in.StateErr == nil && f.StateSecret != nil {
-		// Outputs are read from a state read live; a remembered state's are already written.
-		if err := p.applyOutputs(ctx, in.State, f.Dependencies); err != nil {
-			return err
-		}
-	}
 	if in.StateErr == nil {
-		if err := p.reconcileRemediation(ctx, in.State, f.Dependencies.Machine); err != nil {
+		if err := p.actOnOutputs(ctx, f); err != nil {
 			return err
 		}
 	}
@@ -248,6 +242,17 @@ func (p *pass) actOnFacts(ctx context.Context, f Facts) error {
 		setInputsProblem(status, p.stamp(), f.RenderErr)
 	}
 	return nil
+}
+
+// actOnOutputs writes the outputs of a state read live (a remembered state's are already
+// written) and lets a machine ask for its replacement from the health its state reports.
+func (p *pass) actOnOutputs(ctx context.Context, f Facts) error {
+	if f.StateSecret != nil {
+		if err := p.applyOutputs(ctx, f.Input.State, f.Dependencies); err != nil {
+			return err
+		}
+	}
+	return p.reconcileRemediation(ctx, f.Input.State, f.Dependencies.Machine)
 }
 
 // reportClusterAPI writes what Cluster API and the identity provide for a run, and what a
