@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -293,9 +294,35 @@ func (in Inputs) Variables() []inputs.Variable {
 	}
 	var out []inputs.Variable
 	for _, decl := range append(append([]input(nil), commonInputs...), roleInputs[in.Role]...) {
-		out = append(out, inputs.Variable{Name: decl.name, Type: decl.typ, Nullable: decl.nullable, Sensitive: decl.sensitive, Value: values[decl.name]})
+		v := inputs.Variable{Name: decl.name, Type: decl.typ, Nullable: decl.nullable, Sensitive: decl.sensitive, Value: values[decl.name]}
+		if decl.name == InputBootstrapData {
+			v.HashValue = tokenBlindBootstrap(in)
+		}
+		out = append(out, v)
 	}
 	return out
+}
+
+// bootstrapToken matches a kubeadm bootstrap token ("abcdef.0123456789abcdef").
+var bootstrapToken = regexp.MustCompile(`\b[a-z0-9]{6}\.[a-z0-9]{16}\b`)
+
+// tokenBlindBootstrap is the bootstrap data as the inputs hash reads it: every bootstrap token
+// replaced by a placeholder. Cluster API's kubeadm bootstrap provider rotates a MachinePool's
+// join token by rewriting its bootstrap data; a pool is not applied again for that alone, and
+// the next apply made for another reason carries the current token. The module always gets the
+// data as written.
+func tokenBlindBootstrap(in Inputs) any {
+	var b Bootstrap
+	switch in.Role {
+	case RoleMachine:
+		b = in.Machine.Bootstrap
+	case RoleMachinePool:
+		b = in.Pool.Bootstrap
+	default:
+		return nil
+	}
+	data, _ := bootstrapValues(Bootstrap{Data: bootstrapToken.ReplaceAll(b.Data, []byte("<bootstrap-token>")), Format: b.Format})
+	return data
 }
 
 // decodeExports decodes a cluster's exports for rendering, numbers kept as written, so the

@@ -201,3 +201,34 @@ func TestPoolReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestABootstrapTokenRotationIsNoInputChange: Cluster API's kubeadm bootstrap provider rotates
+// a pool's join token by rewriting its bootstrap data; the inputs hash reads the data with every
+// token masked, while the module still gets the data as written.
+func TestABootstrapTokenRotationIsNoInputChange(t *testing.T) {
+	join := func(token, extra string) []byte {
+		return []byte("#cloud-config\nwrite_files:\n- path: /run/kubeadm/kubeadm-join-config.yaml\n  content: |\n    discovery:\n      bootstrapToken:\n        token: " + token + "\n" + extra)
+	}
+	render := func(role Role, data []byte) inputs.Rendered {
+		in := Inputs{Role: role, Machine: MachineInputs{MachineName: "m-0", Bootstrap: Bootstrap{Data: data}}, Pool: PoolInputs{MachinePoolName: "mp-0", Bootstrap: Bootstrap{Data: data}}}
+		r, err := inputs.Render("img", in.Variables(), nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, role := range []Role{RoleMachinePool, RoleMachine} {
+		before := render(role, join("abcdef.0123456789abcdef", ""))
+		rotated := render(role, join("uvwxyz.9876543210fedcba", ""))
+		changed := render(role, join("abcdef.0123456789abcdef", "runcmd: [reboot]\n"))
+		if before.Hash != rotated.Hash {
+			t.Errorf("%s: a new token alone changed the inputs hash", role)
+		}
+		if before.Hash == changed.Hash {
+			t.Errorf("%s: a change beside the token left the inputs hash as it was", role)
+		}
+		if !bytes.Contains(rotated.Vars, []byte(base64.StdEncoding.EncodeToString(join("uvwxyz.9876543210fedcba", "")))) {
+			t.Errorf("%s: the module does not get the bootstrap data as written", role)
+		}
+	}
+}

@@ -84,6 +84,10 @@ type Variable struct {
 	Sensitive bool
 	// Value is encoded as JSON into the variables file.
 	Value any
+	// HashValue, when not nil, is what the inputs hash reads in place of Value: for a value
+	// that may change without being a new input (bootstrap data whose only change is a
+	// bootstrap token Cluster API rotates).
+	HashValue any
 }
 
 // Sourced is a variable read from a ConfigMap or Secret of spec.variablesFrom.
@@ -170,7 +174,16 @@ func Render(image string, contract []Variable, variables []byte, sourced []Sourc
 	if err != nil {
 		return Rendered{}, fmt.Errorf("rendering %s: %w", VarsFile, err)
 	}
-	r := Rendered{Main: main, Vars: varsFile, Hash: Hash(image, main, varsFile)}
+	hashedVars := varsFile
+	if hashValues := hashValuesOf(contract); len(hashValues) > 0 {
+		for name, v := range hashValues {
+			canonicalVars[name] = v
+		}
+		if hashedVars, err = jobs.CanonicalJSON(canonicalVars); err != nil {
+			return Rendered{}, fmt.Errorf("rendering the hashed %s: %w", VarsFile, err)
+		}
+	}
+	r := Rendered{Main: main, Vars: varsFile, Hash: Hash(image, main, hashedVars)}
 	if r.Size() > MaxBytes {
 		return r, &TooLargeError{Size: r.Size()}
 	}
@@ -227,6 +240,17 @@ func decodeValue(raw json.RawMessage, into *any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	return dec.Decode(into)
+}
+
+// hashValuesOf returns the values the hash reads in place of the rendered ones, by name.
+func hashValuesOf(contract []Variable) map[string]any {
+	out := map[string]any{}
+	for _, v := range contract {
+		if v.HashValue != nil {
+			out[v.Name] = v.HashValue
+		}
+	}
+	return out
 }
 
 // Hash is the inputs hash over an image reference and the two rendered files.
