@@ -1,8 +1,10 @@
 // Command localcluster is `make run`: it starts the whole of captf on a local control plane
 // (etcd, kube-apiserver, kube-controller-manager, the local node agent, the controller, the
-// aggregated API server, and Cluster API's core manager and kubeadm bootstrap provider), applies the sample Cluster and
-// MachineDeployment of artifacts/samples, waits until Cluster API sees them provisioned by real
-// OpenTofu runs and shows them.
+// aggregated API server, and Cluster API's core manager and kubeadm bootstrap provider),
+// applies the sample Cluster, control plane Machine and MachineDeployment of artifacts/samples,
+// stands in for the kubelet and the workload cluster the no-op module cannot boot (standin.go),
+// waits until Cluster API sees every machine provisioned by real OpenTofu runs with the
+// bootstrap data of its KubeadmConfig, and shows them.
 // It writes an admin kubeconfig to .local/kubeconfig and serves until interrupted; Ctrl-C
 // (SIGINT or SIGTERM) stops everything it started.
 package main
@@ -17,7 +19,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/captf/captf/controller"
@@ -71,10 +72,14 @@ func run() error {
 	if err := env.ApplyManifests(ctx, samples); err != nil {
 		return err
 	}
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, provisioned(c)); err != nil {
+	stand := &standIn{c: c, kubeconfig: data}
+	if err := stand.workloadKubeconfig(ctx); err != nil {
+		return err
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, stand.provisioned); err != nil {
 		return fmt.Errorf("the sample cluster was not provisioned: %w\ncontroller log: %s", err, sys.Log("controller"))
 	}
-	out, err := env.Kubectl(ctx, "get", "clusters,machines,terraformclusters,terraformmachines,runs", "-A").CombinedOutput()
+	out, err := env.Kubectl(ctx, "get", "clusters,machines,kubeadmconfigs,terraformclusters,terraformmachines,runs", "-A").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("kubectl get runs: %w: %s", err, out)
 	}
@@ -93,29 +98,4 @@ Logs are in %s. Press Ctrl-C to stop.
 `, kubeconfig, env.BinDir, filepath.Join(root, "artifacts", "samples", "cluster-manual.yaml"), sys.LogDir)
 	<-ctx.Done()
 	return nil
-}
-
-// provisioned reports whether the sample Cluster's infrastructure is provisioned and both
-// Machines of its MachineDeployment have their provider IDs.
-func provisioned(c client.Client) wait.ConditionWithContextFunc {
-	return func(ctx context.Context) (bool, error) {
-		var cluster clusterv1.Cluster
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "demo"}, &cluster); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		if p := cluster.Status.Initialization.InfrastructureProvisioned; p == nil || !*p {
-			return false, nil
-		}
-		var machines clusterv1.MachineList
-		if err := c.List(ctx, &machines, client.InNamespace("default"), client.MatchingLabels{clusterv1.ClusterNameLabel: "demo"}); err != nil {
-			return false, err
-		}
-		withIDs := 0
-		for _, m := range machines.Items {
-			if m.Spec.ProviderID != "" {
-				withIDs++
-			}
-		}
-		return withIDs == 2, nil
-	}
 }
