@@ -127,6 +127,9 @@ const (
 	ReasonInstanceStopped    = "InstanceStopped"
 	ReasonInstanceTerminated = "InstanceTerminated"
 	ReasonHealthUnknown      = "HealthUnknown"
+	// ReasonProviderIDMissing: a provisioned machine's module returned no provider ID in one
+	// health reading; a later reading without one is InstanceTerminated.
+	ReasonProviderIDMissing = "ProviderIDMissing"
 
 	// Paused.
 	ReasonPaused    = "Paused"

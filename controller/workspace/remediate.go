@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -16,6 +18,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/controller/conditions"
 	"github.com/captf/captf/controller/contract"
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/jobs"
@@ -47,9 +50,24 @@ const (
 // readHealth reads the health output of the machine's state. It is read from the state, which
 // only runs write, never from the status, so that nobody who may write the object's status can
 // make captf ask for a Machine's replacement.
-func readHealth(kind infrav1.KindInfo, obj infrav1.Workspace, st state.State) healthReading {
+// providerIDMissing is also the reading's: a provisioned machine whose module returned no
+// provider ID (see setProviderIDMissing).
+func readHealth(kind infrav1.KindInfo, obj infrav1.Workspace, st state.State) (reading healthReading, providerIDMissing bool) {
 	d, ok := decodeOutputs(kind, obj, st, "")
-	if !ok || !d.Valid[contract.OutputHealth] || d.Outputs.Health == nil {
+	if !ok {
+		return readingNone, false
+	}
+	if m, isMachine := obj.(*infrav1.TerraformMachine); isMachine && m.Spec.ProviderID != "" {
+		providerIDMissing = slices.ContainsFunc(d.Problems, func(p contract.Problem) bool {
+			return p.Output == contract.OutputProviderID && p.Reason == conditions.ReasonOutputsPending
+		})
+	}
+	return healthReadingOf(d), providerIDMissing
+}
+
+// healthReadingOf is what the decoded health output says for remediation.
+func healthReadingOf(d contract.Decoded) healthReading {
+	if !d.Valid[contract.OutputHealth] || d.Outputs.Health == nil {
 		return readingNone
 	}
 	switch h := d.Outputs.Health; {
@@ -101,13 +119,26 @@ func remediationWanted(m *infrav1.TerraformMachine, reading healthReading) strin
 // reconcileRemediation counts the machine's health reading and asks Cluster API to replace the
 // machine, or withdraws captf's request once the machine is healthy again (see
 // MachineRemediationSpec). The Machine is the owner that names the object back.
-func (p *pass) reconcileRemediation(ctx context.Context, st state.State, owner client.ObjectKey) error {
+//
+// A provisioned machine whose module returns no provider ID is reported here too: its health
+// before the pass read the state is prevHealth.
+func (p *pass) reconcileRemediation(ctx context.Context, st state.State, owner client.ObjectKey, prevHealth *metav1.Condition) error {
 	m, isMachine := p.obj.(*infrav1.TerraformMachine)
-	if !isMachine || owner.Name == "" {
+	if !isMachine {
 		return nil
 	}
-	reading := readHealth(p.r.KindInfo, p.obj, st)
-	setHealthSample(&m.Status, healthSampleJob(p.jobs), reading)
+	reading, providerIDMissing := readHealth(p.r.KindInfo, p.obj, st)
+	sample := healthSampleJob(p.jobs)
+	if providerIDMissing && sample != "" && m.Status.IsProvisioned() {
+		setProviderIDMissing(&m.Status.WorkspaceStatus, p.stamp(), prevHealth, sample)
+		if c := conditions.Get(m.Status.Conditions, conditions.InfrastructureHealthy); c.Reason == conditions.ReasonInstanceTerminated {
+			reading = readingTerminated
+		}
+	}
+	setHealthSample(&m.Status, sample, reading)
+	if owner.Name == "" {
+		return nil
+	}
 	var machine clusterv1.Machine
 	if err := p.r.Client.Get(ctx, owner, &machine); err != nil {
 		return client.IgnoreNotFound(err)

@@ -110,6 +110,26 @@ func TestAMachineAsksClusterAPIToReplaceIt(t *testing.T) {
 		}
 	})
 
+	t.Run("a provisioned machine that loses its provider ID is ProviderIDMissing, then terminated at the next reading", func(t *testing.T) {
+		h := newHarness(t, jobs.KindMachine)
+		tm := newMachine(h, infrav1.MachineRemediationSpec{AnnotateMachine: true, HealthCheckIntervalSeconds: ptr.To[int64](60)})
+		h.runWith(tm, jobs.OpApply, 1, contractOutputs)
+		gone := strings.Replace(contractOutputs, `"provider_id":"test:///m-1"`, `"provider_id":null`, 1)
+		h.runWith(tm, jobs.OpRefresh, 2, gone)
+		wantCond(t, tm, conditions.InfrastructureHealthy, metav1.ConditionUnknown, conditions.ReasonProviderIDMissing)
+		wantCond(t, tm, conditions.Ready, metav1.ConditionUnknown, conditions.ReasonProviderIDMissing)
+		if requested(h) {
+			t.Fatal("one reading without a provider ID asked for a replacement")
+		}
+		h.clock.SetTime(h.clock.Now().Add(time.Minute))
+		h.settle(tm)
+		h.runWith(tm, jobs.OpRefresh, 3, gone)
+		wantCond(t, tm, conditions.Ready, metav1.ConditionFalse, conditions.ReasonInstanceTerminated)
+		if !requested(h) {
+			t.Fatalf("Machine annotations = %v, want the remediation request", h.machineAnnotations("m1"))
+		}
+	})
+
 	t.Run("the request is withdrawn once healthy, and only captf's own", func(t *testing.T) {
 		h := newHarness(t, jobs.KindMachine)
 		tm := newMachine(h, annotate)

@@ -247,12 +247,13 @@ func (p *pass) actOnFacts(ctx context.Context, f Facts) error {
 // actOnOutputs writes the outputs of a state read live (a remembered state's are already
 // written) and lets a machine ask for its replacement from the health its state reports.
 func (p *pass) actOnOutputs(ctx context.Context, f Facts) error {
+	prevHealth := conditions.Get(p.status().Conditions, conditions.InfrastructureHealthy).DeepCopy()
 	if f.StateSecret != nil {
 		if err := p.applyOutputs(ctx, f.Input.State, f.Dependencies); err != nil {
 			return err
 		}
 	}
-	return p.reconcileRemediation(ctx, f.Input.State, f.Dependencies.Machine)
+	return p.reconcileRemediation(ctx, f.Input.State, f.Dependencies.Machine, prevHealth)
 }
 
 // reportClusterAPI writes what Cluster API and the identity provide for a run, and what a

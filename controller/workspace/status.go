@@ -386,3 +386,23 @@ func setHealthSample(s *infrav1.TerraformMachineStatus, job string, reading heal
 		s.UnhealthySamples++
 	}
 }
+
+// setProviderIDMissing reports a provisioned machine whose module returned no provider ID in the
+// health reading of Job sample: Unknown/ProviderIDMissing at the first such reading, and
+// False/InstanceTerminated (the terminal signal) once a later reading still finds none. prev is
+// InfrastructureHealthy as it was before this pass read the state.
+func setProviderIDMissing(s *infrav1.WorkspaceStatus, at stamp, prev *metav1.Condition, sample string) {
+	tag := "(reading of Job " + sample + ")"
+	switch {
+	case prev != nil && prev.Reason == conditions.ReasonInstanceTerminated:
+		at.set(&s.Conditions, conditions.InfrastructureHealthy, metav1.ConditionFalse, conditions.ReasonInstanceTerminated, prev.Message)
+	case prev != nil && prev.Reason == conditions.ReasonProviderIDMissing && !strings.HasSuffix(prev.Message, tag):
+		at.set(&s.Conditions, conditions.InfrastructureHealthy, metav1.ConditionFalse, conditions.ReasonInstanceTerminated,
+			"the module returned no provider ID in two health readings: the machine is gone "+tag)
+	case prev != nil && prev.Reason == conditions.ReasonProviderIDMissing:
+		at.set(&s.Conditions, conditions.InfrastructureHealthy, metav1.ConditionUnknown, conditions.ReasonProviderIDMissing, prev.Message)
+	default:
+		at.set(&s.Conditions, conditions.InfrastructureHealthy, metav1.ConditionUnknown, conditions.ReasonProviderIDMissing,
+			"the module returned no provider ID for the provisioned machine "+tag)
+	}
+}

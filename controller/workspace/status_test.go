@@ -517,3 +517,31 @@ func TestRemediationWanted(t *testing.T) {
 		})
 	}
 }
+
+func TestSetProviderIDMissing(t *testing.T) {
+	health := func(status metav1.ConditionStatus, reason, message string) *metav1.Condition {
+		return &metav1.Condition{Type: conditions.InfrastructureHealthy, Status: status, Reason: reason, Message: message}
+	}
+	for _, tc := range []struct {
+		rule       string
+		prev       *metav1.Condition
+		sample     string
+		wantStatus metav1.ConditionStatus
+		wantReason string
+	}{
+		{"the first reading without a provider ID is ProviderIDMissing", health(metav1.ConditionTrue, conditions.ReasonHealthy, "ok"), "j1",
+			metav1.ConditionUnknown, conditions.ReasonProviderIDMissing},
+		{"the same reading again stays ProviderIDMissing", health(metav1.ConditionUnknown, conditions.ReasonProviderIDMissing, "x (reading of Job j1)"), "j1",
+			metav1.ConditionUnknown, conditions.ReasonProviderIDMissing},
+		{"a later reading without one is InstanceTerminated", health(metav1.ConditionUnknown, conditions.ReasonProviderIDMissing, "x (reading of Job j1)"), "j2",
+			metav1.ConditionFalse, conditions.ReasonInstanceTerminated},
+		{"terminated stays terminated", health(metav1.ConditionFalse, conditions.ReasonInstanceTerminated, "gone"), "j3",
+			metav1.ConditionFalse, conditions.ReasonInstanceTerminated},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			var s infrav1.WorkspaceStatus
+			setProviderIDMissing(&s, at, tc.prev, tc.sample)
+			wantCondition(t, &s, conditions.InfrastructureHealthy, tc.wantStatus, tc.wantReason)
+		})
+	}
+}
