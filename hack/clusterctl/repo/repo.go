@@ -4,14 +4,12 @@
 package repo
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"github.com/captf/captf/hack/manifest"
 )
@@ -97,7 +95,6 @@ func Components(artifacts string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out bytes.Buffer
 	namespaces := 0
 	for _, obj := range objs {
 		if obj.GetKind() == "Namespace" {
@@ -112,19 +109,11 @@ func Components(artifacts string) ([]byte, error) {
 		if err := fit(obj); err != nil {
 			return nil, err
 		}
-		data, err := yaml.Marshal(obj.Object)
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
-		}
-		if out.Len() > 0 {
-			out.WriteString("---\n")
-		}
-		out.Write(data)
 	}
 	if namespaces == 0 {
 		return nil, fmt.Errorf("no Namespace %s among the manifests", Namespace)
 	}
-	return out.Bytes(), nil
+	return encode(objs)
 }
 
 // fit applies clusterctl's rules for a provider's objects to one object.
