@@ -44,7 +44,7 @@ func writeClusterAPI(root string) error {
 	if err := repo.WriteClusterAPI(module, root); err != nil {
 		return err
 	}
-	config, err := repo.InitConfig(root, nil)
+	config, err := repo.InitConfig(root, repo.InitOptions{})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -78,11 +79,12 @@ func (p Provider) ManagerImage() string {
 // ClusterAPIDir returns where the pinned Cluster API module is in the module cache; the Go
 // command downloads it from the module proxy when the cache lacks it.
 func ClusterAPIDir() (string, error) {
-	return moduleDir(ClusterAPIModulePath + "@" + ClusterAPIVersion)
+	return ModuleDir(ClusterAPIModulePath + "@" + ClusterAPIVersion)
 }
 
-// moduleDir returns the directory of a module version in the module cache.
-func moduleDir(module string) (string, error) {
+// ModuleDir returns the directory of a module version (path@version) in the module cache; the
+// Go command downloads it from the module proxy when the cache lacks it.
+func ModuleDir(module string) (string, error) {
 	cmd := exec.Command("go", "mod", "download", "-json", module)
 	// Outside any module, so no go.mod is read or changed.
 	cmd.Dir = os.TempDir()
@@ -200,23 +202,33 @@ type configProvider struct {
 	URL  string `json:"url"`
 }
 
+// InitOptions tune the configuration InitConfig writes.
+type InitOptions struct {
+	// Variables are clusterctl variables (CLUSTER_TOPOLOGY, EXP_MACHINE_POOL, ...), which the
+	// components read.
+	Variables map[string]string
+	// CertManagerTimeout is how long clusterctl waits for cert-manager's API; zero leaves
+	// clusterctl's default, 10 minutes.
+	CertManagerTimeout time.Duration
+}
+
 // InitConfig is a clusterctl configuration for `clusterctl init` from the local repositories
 // under root: Cluster API's providers (WriteClusterAPI) and captf's (Write), each overriding
 // clusterctl's entry of the same name and type. cert-manager is externally provisioned:
-// clusterctl installs none (the release it would fetch comes from GitHub) and only checks that
-// the API server takes a cert-manager Issuer and Certificate. variables are set as clusterctl
-// variables (CLUSTER_TOPOLOGY, EXP_MACHINE_POOL, ...), which the components read.
-func InitConfig(root string, variables map[string]string) (string, error) {
+// clusterctl installs none (the release it would fetch comes from GitHub); it waits until the
+// API server takes a cert-manager Issuer and Certificate, then deletes them.
+func InitConfig(root string, opts InitOptions) (string, error) {
 	providers := []configProvider{{Name: ProviderName, Type: ProviderType, URL: "file://" + filepath.Join(Dir(root), ComponentsFile)}}
 	for _, p := range ClusterAPIProviders {
 		providers = append(providers, configProvider{Name: p.Name, Type: p.Type, URL: p.URL(root)})
 	}
-	config := map[string]any{
-		"providers": providers,
-		// A string, as clusterctl reads it (strconv.ParseBool).
-		"cert-manager": map[string]string{"externallyProvisioned": "true"},
+	// Strings, as clusterctl reads them (strconv.ParseBool, time.ParseDuration).
+	certManager := map[string]string{"externallyProvisioned": "true"}
+	if opts.CertManagerTimeout > 0 {
+		certManager["timeout"] = opts.CertManagerTimeout.String()
 	}
-	for name, value := range variables {
+	config := map[string]any{"providers": providers, "cert-manager": certManager}
+	for name, value := range opts.Variables {
 		if _, taken := config[name]; taken {
 			return "", fmt.Errorf("the variable %s would replace clusterctl's own key", name)
 		}

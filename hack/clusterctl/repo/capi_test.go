@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -233,7 +234,8 @@ func TestClusterAPIComponentsKeepTheirVariables(t *testing.T) {
 
 // The repositories are laid out as clusterctl reads a local repository
 // (<root>/<label>/<version>/<components>, metadata.yaml beside), and the init configuration names
-// every provider's components file, cert-manager as externally provisioned and the variables.
+// every provider's components file, cert-manager as externally provisioned with its timeout, and
+// the variables.
 func TestTheInitConfigurationNamesEveryLocalRepository(t *testing.T) {
 	root := t.TempDir()
 	if err := WriteClusterAPI(moduleOrFatal(t), root); err != nil {
@@ -242,7 +244,7 @@ func TestTheInitConfigurationNamesEveryLocalRepository(t *testing.T) {
 	if _, err := Write(artifacts, root); err != nil {
 		t.Fatal(err)
 	}
-	data, err := InitConfig(root, map[string]string{"CLUSTER_TOPOLOGY": "true"})
+	data, err := InitConfig(root, InitOptions{Variables: map[string]string{"CLUSTER_TOPOLOGY": "true"}, CertManagerTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,6 +254,7 @@ func TestTheInitConfigurationNamesEveryLocalRepository(t *testing.T) {
 		} `json:"providers"`
 		CertManager struct {
 			ExternallyProvisioned string `json:"externallyProvisioned"`
+			Timeout               string `json:"timeout"`
 		} `json:"cert-manager"`
 		ClusterTopology string `json:"CLUSTER_TOPOLOGY"`
 	}
@@ -280,8 +283,8 @@ func TestTheInitConfigurationNamesEveryLocalRepository(t *testing.T) {
 	if want := []string{"BootstrapProvider/kubeadm", "ControlPlaneProvider/kubeadm", "CoreProvider/cluster-api", "InfrastructureProvider/terraform"}; !slices.Equal(got, want) {
 		t.Errorf("providers %v, want %v", got, want)
 	}
-	if config.CertManager.ExternallyProvisioned != "true" {
-		t.Errorf("cert-manager externallyProvisioned = %q", config.CertManager.ExternallyProvisioned)
+	if config.CertManager.ExternallyProvisioned != "true" || config.CertManager.Timeout != "1m0s" {
+		t.Errorf("cert-manager: %+v", config.CertManager)
 	}
 	if config.ClusterTopology != "true" {
 		t.Errorf("CLUSTER_TOPOLOGY = %q", config.ClusterTopology)
@@ -290,7 +293,7 @@ func TestTheInitConfigurationNamesEveryLocalRepository(t *testing.T) {
 
 // A variable named like one of clusterctl's own keys is refused rather than replacing it.
 func TestAVariableCannotReplaceAConfigurationKey(t *testing.T) {
-	if _, err := InitConfig(t.TempDir(), map[string]string{"cert-manager": "x"}); err == nil {
+	if _, err := InitConfig(t.TempDir(), InitOptions{Variables: map[string]string{"cert-manager": "x"}}); err == nil {
 		t.Fatal("InitConfig took the variable cert-manager")
 	}
 }
