@@ -106,13 +106,19 @@ func machineDeployment(t *testing.T, s *system.Suite, cluster, name string, repl
 	return newMachineDeployment(t, s, cluster, name, replicas, clusterv1.Bootstrap{DataSecretName: ptr.To(bootstrap.Name)})
 }
 
-// newMachineDeployment creates a TerraformMachineTemplate and a MachineDeployment of replicas
-// machines in the cluster, which bootstrap as bootstrap says.
-func newMachineDeployment(t *testing.T, s *system.Suite, cluster, name string, replicas int32, bootstrap clusterv1.Bootstrap) *clusterv1.MachineDeployment {
+// kubernetesVersion is the Kubernetes version of the tests' Machines and Nodes.
+const kubernetesVersion = "v1.37.2"
+
+// newMachineDeployment creates a TerraformMachineTemplate (changed by mutate) and a
+// MachineDeployment of replicas machines in the cluster, which bootstrap as bootstrap says.
+func newMachineDeployment(t *testing.T, s *system.Suite, cluster, name string, replicas int32, bootstrap clusterv1.Bootstrap, mutate ...func(*infrav1.TerraformMachineTemplate)) *clusterv1.MachineDeployment {
 	t.Helper()
 	tmpl := &infrav1.TerraformMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.NS}}
 	tmpl.Spec.Template.Spec.Source.Image = system.SampleNoopImage
 	tmpl.Spec.Template.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf(`{"name":%q}`, name))}
+	for _, m := range mutate {
+		m(tmpl)
+	}
 	if err := s.C.Create(s.Ctx, tmpl); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +127,7 @@ func newMachineDeployment(t *testing.T, s *system.Suite, cluster, name string, r
 		Spec: clusterv1.MachineDeploymentSpec{
 			ClusterName: cluster, Replicas: ptr.To(replicas),
 			Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
-				ClusterName: cluster, Version: "v1.37.2",
+				ClusterName: cluster, Version: kubernetesVersion,
 				Bootstrap:         bootstrap,
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "TerraformMachineTemplate", Name: tmpl.Name},
 			}},

@@ -125,16 +125,16 @@ func kubeadmControlPlaneMachine(t *testing.T, s *system.Suite, cluster *clusterv
 }
 
 // kubeadmMachineDeployment creates a KubeadmConfigTemplate and a MachineDeployment of replicas
-// machines bootstrapped from it.
-func kubeadmMachineDeployment(t *testing.T, s *system.Suite, cluster, name string, replicas int32) {
+// machines bootstrapped from it, on a TerraformMachineTemplate changed by mutate.
+func kubeadmMachineDeployment(t *testing.T, s *system.Suite, cluster, name string, replicas int32, mutate ...func(*infrav1.TerraformMachineTemplate)) *clusterv1.MachineDeployment {
 	t.Helper()
 	tmpl := kubeadmObject(kubeadmConfigTemplateKind, s.NS, name)
 	if err := s.C.Create(s.Ctx, tmpl); err != nil {
 		t.Fatal(err)
 	}
-	newMachineDeployment(t, s, cluster, name, replicas, clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+	return newMachineDeployment(t, s, cluster, name, replicas, clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
 		APIGroup: kubeadmConfigTemplateKind.Group, Kind: kubeadmConfigTemplateKind.Kind, Name: name,
-	}})
+	}}, mutate...)
 }
 
 // clusterCA returns the certificate of <cluster>-ca, which CABPK makes for a cluster whose

@@ -27,6 +27,7 @@ import (
 	"github.com/captf/captf/controller/state"
 	"github.com/captf/captf/hack/clusterctl/repo"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/system"
 	"github.com/captf/captf/test/testenv"
 )
@@ -75,17 +76,19 @@ func ownedSecret(cluster *clusterv1.Cluster, name string, data map[string][]byte
 	}
 }
 
-// registerNodes creates a Node for every Machine of the namespace, with the Machine's provider
-// ID, as each machine's kubelet would on joining the workload cluster (the local control plane
-// here); Cluster API then gives each Machine its nodeRef.
+// registerNodes creates a Ready Node for each provider ID of ids (capitest.RegisterNode), as each
+// machine's kubelet would on joining the workload cluster (the local control plane here);
+// Cluster API then gives each Machine its nodeRef.
 func registerNodes(t *testing.T, s *system.Suite, ids map[string]bool) {
 	t.Helper()
 	for id := range ids {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: strings.TrimPrefix(id, "local://")}, Spec: corev1.NodeSpec{ProviderID: id}}
-		if err := s.C.Create(s.Ctx, node); err != nil {
+		node, err := capitest.RegisterNode(s.Ctx, s.C, id, kubernetesVersion)
+		if node != nil {
+			t.Cleanup(func() { _ = s.C.Delete(context.Background(), node) })
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = s.C.Delete(context.Background(), node) })
 	}
 }
 
