@@ -1,20 +1,19 @@
 package testenv
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/captf/captf/hack/clusterctl/repo"
 )
 
 // ClusterAPIModule is the Cluster API release whose CRDs the control plane installs, so the
 // controller finds the Clusters, Machines and MachinePools it reads.
-const ClusterAPIModule = "sigs.k8s.io/cluster-api@v1.14.2"
+const ClusterAPIModule = repo.ClusterAPIModulePath + "@" + repo.ClusterAPIVersion
 
 // The API groups whose CRDs each Cluster API manager converts between versions: its webhook
 // server answers /convert for them, and for no other group.
@@ -46,24 +45,7 @@ var clusterAPICRDs = []string{
 // ClusterAPIDir returns where the Cluster API module is in the module cache; the Go command
 // downloads it from the module proxy when the cache lacks it.
 func ClusterAPIDir() (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", ClusterAPIModule)
-	// Outside any module, so no go.mod is read or changed.
-	cmd.Dir = os.TempDir()
-	cmd.Env = append(os.Environ(), "GO111MODULE=on", "GOFLAGS=")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("downloading %s: %w: %s", ClusterAPIModule, err, stderr.String())
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(out, &mod); err != nil {
-		return "", fmt.Errorf("reading where %s is: %w: %s", ClusterAPIModule, err, out)
-	}
-	if mod.Dir == "" {
-		return "", fmt.Errorf("the Go command did not say where %s is: %s", ClusterAPIModule, out)
-	}
-	return mod.Dir, nil
+	return repo.ModuleDir(ClusterAPIModule)
 }
 
 // ClusterAPICRDs returns the paths of the Cluster API CRDs captf reads; with core, every CRD
