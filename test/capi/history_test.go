@@ -127,6 +127,21 @@ func find[T client.Object](h *history, kind string, match func(T) bool) (T, bool
 	return none, false
 }
 
+// seen returns every version seen of the objects of the kind.
+func seen[T client.Object](h *history, kind string) []T {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []T
+	for _, versions := range h.versions[kind] {
+		for _, v := range versions {
+			if obj, ok := v.(T); ok {
+				out = append(out, obj)
+			}
+		}
+	}
+	return out
+}
+
 // waitSeen waits until a version of an object of the kind for which match holds was seen, and
 // returns it.
 func waitSeen[T client.Object](t *testing.T, h *history, what, kind string, timeout time.Duration, match func(T) bool) T {
