@@ -42,8 +42,11 @@ func watchHistory(t *testing.T, s *system.Suite, kinds map[string]client.ObjectL
 		cancel()
 		wg.Wait()
 	})
-	for kind, list := range kinds {
+	// Every kind's map exists before any watch records into the maps' map.
+	for kind := range kinds {
 		h.versions[kind] = map[string][]client.Object{}
+	}
+	for kind, list := range kinds {
 		// The first watch starts here, so that nothing done after watchHistory returns is missed.
 		w, err := wc.Watch(ctx, list, client.InNamespace(s.NS))
 		if err != nil {
