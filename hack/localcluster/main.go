@@ -79,7 +79,10 @@ func run() error {
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, stand.provisioned); err != nil {
 		return fmt.Errorf("the sample cluster was not provisioned: %w\ncontroller log: %s", err, sys.Log("controller"))
 	}
-	out, err := env.Kubectl(ctx, "get", "clusters,machines,kubeadmconfigs,terraformclusters,terraformmachines,runs", "-A").CombinedOutput()
+	if err := clusterClassSample(ctx, sys, c, data); err != nil {
+		return err
+	}
+	out, err := env.Kubectl(ctx, "get", "clusterclasses,clusters,machines,kubeadmconfigs,terraformclusters,terraformmachines,runs", "-A").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("kubectl get runs: %w: %s", err, out)
 	}
