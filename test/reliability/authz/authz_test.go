@@ -289,7 +289,13 @@ func TestLeastPrivilege(t *testing.T) {
 		// Owner lookup reads Cluster API's objects; identities and their allowed namespaces.
 		{ctrl, "watch", "cluster.x-k8s.io", "machines", "", "", "", true},
 		{ctrl, "get", "cluster.x-k8s.io", "machinepools", "", ns, "", true},
-		{ctrl, "patch", "cluster.x-k8s.io", "machines", "", ns, "", false},
+		// Remediation annotates a Machine (spec.remediation.annotateMachine), and writes
+		// nothing else of Cluster API's.
+		{ctrl, "patch", "cluster.x-k8s.io", "machines", "", ns, "", true},
+		{ctrl, "update", "cluster.x-k8s.io", "machines", "", ns, "", false},
+		{ctrl, "delete", "cluster.x-k8s.io", "machines", "", ns, "", false},
+		{ctrl, "patch", "cluster.x-k8s.io", "clusters", "", ns, "", false},
+		{ctrl, "patch", "cluster.x-k8s.io", "machinepools", "", ns, "", false},
 		{ctrl, "watch", infra, "terraformclusteridentities", "", "", "", true},
 		{ctrl, "patch", infra, "terraformclusteridentities", "status", "", "", true},
 		{ctrl, "update", infra, "terraformclusteridentities", "", "", "", false},
