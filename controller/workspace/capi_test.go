@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -402,14 +401,7 @@ func TestAMovedProvisionedMachineIsNotAppliedAgain(t *testing.T) {
 	if err := h.c.Status().Update(h.ctx, tm); err != nil {
 		t.Fatal(err)
 	}
-	sizes := &corev1.ConfigMap{}
-	if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: "sizes"}, sizes); err != nil {
-		t.Fatal(err)
-	}
-	sizes.Data["size"] = "large"
-	if err := h.c.Update(h.ctx, sizes); err != nil {
-		t.Fatal(err)
-	}
+	h.setConfigMapValue("sizes", "size", "large")
 	h.settle(tm)
 
 	for _, j := range h.jobs(jobs.KindMachine, "m1") {

@@ -129,14 +129,7 @@ func TestAMachineIsCheckedAgainstItsMachinesFailureDomain(t *testing.T) {
 		h.runWith(tm, jobs.OpApply, 1, placedIn("zone-b"))
 		h.wantMismatch(tm)
 		h.runWith(tm, jobs.OpRefresh, 2, placedIn("zone-b"))
-		sizes := &corev1.ConfigMap{}
-		if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: "sizes"}, sizes); err != nil {
-			t.Fatal(err)
-		}
-		sizes.Data["size"] = "large"
-		if err := h.c.Update(h.ctx, sizes); err != nil {
-			t.Fatal(err)
-		}
+		h.setConfigMapValue("sizes", "size", "large")
 		h.settle(tm)
 		if job := h.runningJob(jobs.KindMachine, tm.Name); jobs.OpOf(&job) != jobs.OpApply {
 			t.Fatalf("running %s, want the apply of the changed inputs", jobs.OpOf(&job))

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/controller/conditions"
@@ -19,6 +20,19 @@ func (h *harness) secretSource(name string, labels map[string]string, data map[s
 	h.t.Helper()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns, Labels: labels}, StringData: data}
 	if err := h.c.Create(h.ctx, s); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// setConfigMapValue sets one key of a ConfigMap of the harness's namespace.
+func (h *harness) setConfigMapValue(name, key, value string) {
+	h.t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: name}, cm); err != nil {
+		h.t.Fatal(err)
+	}
+	cm.Data[key] = value
+	if err := h.c.Update(h.ctx, cm); err != nil {
 		h.t.Fatal(err)
 	}
 }
