@@ -182,7 +182,6 @@ const (
 
 	// Ready.
 	ReasonReady    = "Ready"
-	ReasonNotReady = "NotReady"
 	ReasonDeleting = "Deleting"
 )
 
