@@ -74,8 +74,8 @@ const NudgeAnnotation = "test.captf.io/nudge"
 const nudgeAfter = 5 * time.Second
 
 // RunLocalNodes registers a Node (RegisterNode) for every Machine of the namespace that has a
-// provider ID and is not being deleted, once per provider ID, as the machine's kubelet would on
-// joining, until ctx ends; then it deletes the Nodes it registered that are left and returns the
+// provider ID and is not being deleted, and for every provider ID of a MachinePool's list, once
+// per provider ID, as the machine's kubelet would on joining, until ctx ends; then it deletes the Nodes it registered that are left and returns the
 // first error it met, if any. It never
 // changes a Node it registered, so a test may make one unhealthy, and never registers one again
 // after Cluster API deleted it with its Machine.
@@ -124,6 +124,9 @@ func (l *localNodes) look(ctx context.Context) error {
 		return fmt.Errorf("listing Machines: %w", err)
 	}
 	now := time.Now()
+	if err := l.registerPoolMembers(ctx); err != nil {
+		return err
+	}
 	for i := range machines.Items {
 		m := &machines.Items[i]
 		id := m.Spec.ProviderID
@@ -133,20 +136,52 @@ func (l *localNodes) look(ctx context.Context) error {
 		at, ok := l.registered[id]
 		switch {
 		case !ok:
-			node, err := RegisterNode(ctx, l.c, id, m.Spec.Version)
-			if node != nil {
-				l.created[node.Name] = true
-			}
-			if err != nil && !apierrors.IsAlreadyExists(err) {
+			if err := l.register(ctx, id, m.Spec.Version, now); err != nil {
 				return err
 			}
-			l.registered[id] = now
 		case !m.Status.NodeRef.IsDefined() && now.Sub(at) > nudgeAfter && now.Sub(l.nudged[id]) > nudgeAfter:
 			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, NudgeAnnotation, now.Format(time.RFC3339Nano))
 			if err := l.c.Patch(ctx, m, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("nudging Machine %s: %w", m.Name, err)
 			}
 			l.nudged[id] = now
+		}
+	}
+	return nil
+}
+
+// register registers the Node of a provider ID.
+func (l *localNodes) register(ctx context.Context, id, version string, now time.Time) error {
+	node, err := RegisterNode(ctx, l.c, id, version)
+	if node != nil {
+		l.created[node.Name] = true
+	}
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	l.registered[id] = now
+	return nil
+}
+
+// registerPoolMembers registers the Nodes of the namespace's MachinePools' members: Cluster
+// API gives a pool its nodeRefs from the Nodes whose provider IDs its list names.
+func (l *localNodes) registerPoolMembers(ctx context.Context) error {
+	var pools clusterv1.MachinePoolList
+	if err := l.c.List(ctx, &pools, client.InNamespace(l.namespace)); err != nil {
+		return fmt.Errorf("listing MachinePools: %w", err)
+	}
+	for i := range pools.Items {
+		mp := &pools.Items[i]
+		if !mp.DeletionTimestamp.IsZero() {
+			continue
+		}
+		for _, id := range mp.Spec.ProviderIDList {
+			if _, ok := l.registered[id]; ok {
+				continue
+			}
+			if err := l.register(ctx, id, mp.Spec.Template.Spec.Version, time.Now()); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
