@@ -4,9 +4,11 @@ package capi
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -28,7 +31,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(system.Main(m, system.Options{ClusterAPI: true}))
+	// A one-minute join token has the kubeadm bootstrap provider rotate a MachinePool's token
+	// within the pool test, where its default (15m) would take longer than the suite.
+	os.Exit(system.Main(m, system.Options{ClusterAPI: true, BootstrapTokenTTL: time.Minute}))
 }
 
 // A Cluster whose infrastructure is a TerraformCluster: Cluster API owns it, reads its
@@ -58,16 +63,6 @@ func TestClusterAPIProvisionsAClusterThroughCaptf(t *testing.T) {
 	}
 }
 
-// A MachineDeployment whose machines use a TerraformMachineTemplate: Cluster API clones a
-// TerraformMachine per Machine, captf applies each with the Machine's bootstrap data and name,
-// and Cluster API copies each provider ID to its Machine.
-func TestAMachineDeploymentGetsItsMachinesFromCaptf(t *testing.T) {
-	s := system.NewSuite(t, "capi-md")
-	createCluster(t, s, "web")
-	machineDeployment(t, s, "web", "web-md-0", 2)
-	providerIDs(t, s, 2)
-}
-
 // createCluster creates a TerraformCluster on the sample module and the Cluster whose
 // infrastructure it is, as a user (or clusterctl's template) would.
 func createCluster(t *testing.T, s *system.Suite, name string) (*infrav1.TerraformCluster, *clusterv1.Cluster) {
@@ -92,18 +87,6 @@ func createCluster(t *testing.T, s *system.Suite, name string) (*infrav1.Terrafo
 		t.Fatal(err)
 	}
 	return tc, cluster
-}
-
-// machineDeployment creates the bootstrap data Secret a bootstrap provider would write, a
-// TerraformMachineTemplate and a MachineDeployment of replicas machines in the cluster.
-func machineDeployment(t *testing.T, s *system.Suite, cluster, name string, replicas int32) *clusterv1.MachineDeployment {
-	t.Helper()
-	bootstrap := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-bootstrap", Namespace: s.NS, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
-		Type: clusterv1.ClusterSecretType, StringData: map[string]string{"value": "#cloud-config\n", "format": "cloud-config"}}
-	if err := s.C.Create(s.Ctx, bootstrap); err != nil {
-		t.Fatal(err)
-	}
-	return newMachineDeployment(t, s, cluster, name, replicas, clusterv1.Bootstrap{DataSecretName: ptr.To(bootstrap.Name)})
 }
 
 // kubernetesVersion is the Kubernetes version of the tests' Machines and Nodes.
@@ -195,12 +178,14 @@ func scale(t *testing.T, s *system.Suite, md *clusterv1.MachineDeployment, repli
 // Scaling a MachineDeployment up makes a TerraformMachine, its apply and its provider ID;
 // scaling down destroys what the removed machines provisioned.
 func TestScalingAMachineDeploymentAppliesAndDestroysMachines(t *testing.T) {
+	t.Parallel()
 	s := system.NewSuite(t, "capi-scale")
-	createCluster(t, s, "web")
-	md := machineDeployment(t, s, "web", "web-md-0", 2)
-	providerIDs(t, s, 2)
-	scale(t, s, md, 3)
+	kubeadmCluster(t, s, "web")
+	md := kubeadmMachineDeployment(t, s, "web", "web-md-0", 2)
+	// Each count is the workers and the control plane machine.
 	providerIDs(t, s, 3)
+	scale(t, s, md, 3)
+	providerIDs(t, s, 4)
 	seen := newRuns()
 	if err := seen.see(s.Ctx, s); err != nil {
 		t.Fatal(err)
@@ -214,10 +199,10 @@ func TestScalingAMachineDeploymentAppliesAndDestroysMachines(t *testing.T) {
 		if err := s.C.List(ctx, &machines, client.InNamespace(s.NS)); err != nil {
 			return false, err
 		}
-		return len(machines.Items) == 1, nil
+		return len(machines.Items) == 2, nil
 	})
-	providerIDs(t, s, 1)
-	if len(seen.apply) != 3 || len(seen.destroy) != 2 {
+	providerIDs(t, s, 2)
+	if len(seen.apply) != 4 || len(seen.destroy) != 2 {
 		t.Fatalf("Jobs seen: %d applies, %d destroys; want an apply per machine and a destroy per removed one", len(seen.apply), len(seen.destroy))
 	}
 }
@@ -225,10 +210,11 @@ func TestScalingAMachineDeploymentAppliesAndDestroysMachines(t *testing.T) {
 // Deleting the Cluster: Cluster API deletes the machines first, captf destroys each, then the
 // cluster's own infrastructure; nothing of captf's stays behind.
 func TestDeletingTheClusterDestroysMachinesThenTheCluster(t *testing.T) {
+	t.Parallel()
 	s := system.NewSuite(t, "capi-delete")
-	_, cluster := createCluster(t, s, "web")
-	machineDeployment(t, s, "web", "web-md-0", 2)
-	providerIDs(t, s, 2)
+	_, cluster := kubeadmCluster(t, s, "web")
+	kubeadmMachineDeployment(t, s, "web", "web-md-0", 2)
+	providerIDs(t, s, 3)
 	seen := newRuns()
 	if err := s.C.Delete(s.Ctx, cluster); err != nil {
 		t.Fatal(err)
@@ -255,7 +241,7 @@ func TestDeletingTheClusterDestroysMachinesThenTheCluster(t *testing.T) {
 		err := s.C.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
-	if len(seen.destroy) != 2 {
+	if len(seen.destroy) != 3 {
 		t.Fatalf("%d machine destroys seen, want one per machine", len(seen.destroy))
 	}
 	// The Jobs are owned by the deleted objects, so the garbage collector takes them; captf
@@ -330,41 +316,134 @@ func workloadKubeconfig(t *testing.T, s *system.Suite, cluster *clusterv1.Cluste
 	}
 }
 
-// A MachinePool whose infrastructure is a TerraformMachinePool: captf applies the pool with the
-// MachinePool's replicas, and Cluster API copies the module's provider ID list and replica
-// count to the MachinePool.
+// A MachinePool whose infrastructure is a TerraformMachinePool and whose bootstrap is a
+// KubeadmConfig: captf applies the pool with the MachinePool's replicas and CABPK's join data,
+// and Cluster API copies the module's provider ID list and replica count to the MachinePool.
+// Once the pool's Nodes have joined, CABPK rotates its join token (the suite's short
+// --bootstrap-token-ttl) by rewriting the bootstrap data: that is no input change, so captf
+// does not apply the pool again for it, and the apply a new replica count brings carries the
+// current token.
 func TestAMachinePoolGetsItsProviderIDList(t *testing.T) {
+	t.Parallel()
 	s := system.NewSuite(t, "capi-pool")
-	_, cluster := createCluster(t, s, "web")
-	workloadKubeconfig(t, s, cluster)
-	pool := &infrav1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "web-pool", Namespace: s.NS}}
+	kubeadmCluster(t, s, "web")
+	h := watchHistory(t, s, map[string]client.ObjectList{"Job": &batchv1.JobList{}})
+	// Provider IDs name Nodes of the one workload cluster all tests share.
+	name := s.NS + "-pool"
+	pool := &infrav1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.NS}}
 	pool.Spec.Source.Image = system.SampleNoopImage
-	pool.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(`{"name":"web-pool"}`)}
-	if err := s.C.Create(s.Ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	bootstrap := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "web-pool-bootstrap", Namespace: s.NS, Labels: map[string]string{clusterv1.ClusterNameLabel: "web"}},
-		Type: clusterv1.ClusterSecretType, StringData: map[string]string{"value": "#cloud-config\n", "format": "cloud-config"}}
-	if err := s.C.Create(s.Ctx, bootstrap); err != nil {
-		t.Fatal(err)
-	}
+	pool.Spec.Variables = &apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf(`{"name":%q}`, name))}
+	pool.Spec.MembershipRefreshIntervalSeconds = ptr.To[int32](15)
 	mp := &clusterv1.MachinePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-pool", Namespace: s.NS},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.NS},
 		Spec: clusterv1.MachinePoolSpec{
 			ClusterName: "web", Replicas: ptr.To[int32](2),
 			Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
-				ClusterName: "web", Version: "v1.37.2",
-				Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(bootstrap.Name)},
+				ClusterName: "web", Version: kubernetesVersion,
+				Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+					APIGroup: kubeadmConfigKind.Group, Kind: kubeadmConfigKind.Kind, Name: name,
+				}},
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "TerraformMachinePool", Name: pool.Name},
 			}},
 		},
 	}
-	if err := s.C.Create(s.Ctx, mp); err != nil {
+	for _, obj := range []client.Object{pool, kubeadmObject(kubeadmConfigKind, s.NS, name), mp} {
+		if err := s.C.Create(s.Ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	members := func(n int) []string {
+		var ids []string
+		for i := range n {
+			ids = append(ids, fmt.Sprintf("local://%s-%d", name, i))
+		}
+		return ids
+	}
+	s.Eventually("the MachinePool has the module's provider IDs and its Nodes", 4*time.Minute, func(ctx context.Context) (bool, error) {
+		err := s.C.Get(ctx, client.ObjectKeyFromObject(mp), mp)
+		return err == nil && slices.Equal(mp.Spec.ProviderIDList, members(2)) && ptr.Deref(mp.Status.Replicas, 0) == 2 && len(mp.Status.NodeRefs) == 2, err
+	})
+	first, _, err := poolJoin(s.Ctx, s, name)
+	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"local://web-pool-0", "local://web-pool-1"}
-	s.Eventually("the MachinePool has the module's provider IDs", 4*time.Minute, func(ctx context.Context) (bool, error) {
-		err := s.C.Get(ctx, client.ObjectKeyFromObject(mp), mp)
-		return err == nil && slices.Equal(mp.Spec.ProviderIDList, want) && ptr.Deref(mp.Status.Replicas, 0) == 2, err
+	if applied := appliedPoolBootstrapData(t, s, name); !strings.Contains(applied, "token: "+first) {
+		t.Fatalf("the pool was applied without its KubeadmConfig's token %q:\n%s", first, applied)
+	}
+
+	var rotated time.Time
+	s.Eventually("CABPK rotates the pool's join token", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		token, data, err := poolJoin(ctx, s, name)
+		rotated = time.Now()
+		return err == nil && token != first && strings.Contains(data, "token: "+token), err
 	})
+	// A membership refresh started after the rotation follows a pass that read the rotated
+	// data (creation times are whole seconds): that pass found no input change.
+	waitSeen(t, h, "a membership refresh after the rotation", "Job", 2*time.Minute, func(j *batchv1.Job) bool {
+		return isPoolRun(j, jobs.OpRefresh) && j.CreationTimestamp.After(rotated.Add(time.Second))
+	})
+	if n := len(poolRuns(h, jobs.OpApply)); n != 1 {
+		t.Fatalf("%d applies of the pool, want only the first: a rotated token is no input change", n)
+	}
+	if applied := appliedPoolBootstrapData(t, s, name); !strings.Contains(applied, "token: "+first) {
+		t.Fatalf("the pool's last apply is not the first one:\n%s", applied)
+	}
+
+	if err := s.C.Patch(s.Ctx, mp, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":3}}`))); err != nil {
+		t.Fatal(err)
+	}
+	s.Eventually("the MachinePool grows to three members", 4*time.Minute, func(ctx context.Context) (bool, error) {
+		err := s.C.Get(ctx, client.ObjectKeyFromObject(mp), mp)
+		return err == nil && slices.Equal(mp.Spec.ProviderIDList, members(3)) && ptr.Deref(mp.Status.Replicas, 0) == 3, err
+	})
+	if n := len(poolRuns(h, jobs.OpApply)); n != 2 {
+		t.Fatalf("%d applies of the pool, want the first and the scale-up's", n)
+	}
+	if applied := appliedPoolBootstrapData(t, s, name); strings.Contains(applied, "token: "+first) {
+		t.Fatalf("the scale-up applied the pool with the rotated-out token %q", first)
+	}
+}
+
+// isPoolRun reports whether the Job is a TerraformMachinePool's run of the operation.
+func isPoolRun(j *batchv1.Job, op jobs.Op) bool {
+	owner := metav1.GetControllerOf(j)
+	return owner != nil && owner.Kind == infrav1.MachinePoolKind.Kind && jobs.OpOf(j) == op
+}
+
+// poolRuns returns the names of the TerraformMachinePools' Jobs of the operation seen.
+func poolRuns(h *history, op jobs.Op) map[string]bool {
+	names := map[string]bool{}
+	for _, j := range seen[*batchv1.Job](h, "Job") {
+		if isPoolRun(j, op) {
+			names[j.Name] = true
+		}
+	}
+	return names
+}
+
+// poolJoin returns the join token of the pool's KubeadmConfig and the bootstrap data CABPK
+// wrote for it.
+func poolJoin(ctx context.Context, s *system.Suite, name string) (token, data string, err error) {
+	config := kubeadmObject(kubeadmConfigKind, s.NS, name)
+	if err := s.C.Get(ctx, client.ObjectKeyFromObject(config), config); err != nil {
+		return "", "", err
+	}
+	token, _, _ = unstructured.NestedString(config.Object, "spec", "joinConfiguration", "discovery", "bootstrapToken", "token")
+	secretName, _, _ := unstructured.NestedString(config.Object, "status", "dataSecretName")
+	var secret corev1.Secret
+	if err := s.C.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: secretName}, &secret); err != nil {
+		return "", "", err
+	}
+	return token, string(secret.Data["value"]), nil
+}
+
+// appliedPoolBootstrapData returns the bootstrap data of the pool's last apply, from its
+// durable inputs.
+func appliedPoolBootstrapData(t *testing.T, s *system.Suite, name string) string {
+	t.Helper()
+	data, err := base64.StdEncoding.DecodeString(appliedBootstrapData(t, s, jobs.KindMachinePool, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

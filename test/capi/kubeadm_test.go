@@ -99,6 +99,20 @@ func kubeadmObject(gvk schema.GroupVersionKind, namespace, name string) *unstruc
 	return u
 }
 
+// kubeadmCluster creates the cluster name (createCluster) with what its kubeadm-bootstrapped
+// workers need: the workload kubeconfig, local Nodes for its machines (localNodes) and a
+// stand-alone control plane machine bootstrapped by CABPK, whose Node initializes the control
+// plane, so CABPK writes the workers' join data.
+func kubeadmCluster(t *testing.T, s *system.Suite, name string) (*infrav1.TerraformCluster, *clusterv1.Cluster) {
+	t.Helper()
+	tc, cluster := createCluster(t, s, name)
+	workloadKubeconfig(t, s, cluster)
+	localNodes(t, s)
+	// Provider IDs name Nodes of the one workload cluster all tests share.
+	kubeadmControlPlaneMachine(t, s, cluster, s.NS+"-cp")
+	return tc, cluster
+}
+
 // kubeadmControlPlaneMachine creates a stand-alone control plane Machine on a TerraformMachine
 // of the sample module, bootstrapped by a KubeadmConfig of its own.
 func kubeadmControlPlaneMachine(t *testing.T, s *system.Suite, cluster *clusterv1.Cluster, name string) {
@@ -184,7 +198,7 @@ func kubeadmBootstrapData(t *testing.T, s *system.Suite, m *clusterv1.Machine) s
 		t.Errorf("the bootstrap data Secret %s has type %q and labels %v", name, secret.Type, secret.Labels)
 	}
 	value := secret.Data["value"]
-	if got := appliedBootstrapData(t, s, m.Spec.InfrastructureRef.Name); got != base64.StdEncoding.EncodeToString(value) {
+	if got := appliedBootstrapData(t, s, jobs.KindMachine, m.Spec.InfrastructureRef.Name); got != base64.StdEncoding.EncodeToString(value) {
 		t.Errorf("the TerraformMachine %s was applied with other bootstrap data than CABPK wrote", m.Spec.InfrastructureRef.Name)
 	}
 	return string(value)
@@ -200,12 +214,12 @@ func kubeadmConfigOf(t *testing.T, s *system.Suite, m *clusterv1.Machine) *unstr
 	return config
 }
 
-// appliedBootstrapData returns the bootstrap_data input (base64) of a TerraformMachine's last
-// apply, from its durable inputs.
-func appliedBootstrapData(t *testing.T, s *system.Suite, machine string) string {
+// appliedBootstrapData returns the bootstrap_data input (base64) of a TerraformMachine's or
+// TerraformMachinePool's last apply, from its durable inputs.
+func appliedBootstrapData(t *testing.T, s *system.Suite, kind jobs.Kind, name string) string {
 	t.Helper()
 	var durable corev1.Secret
-	if err := s.C.Get(s.Ctx, client.ObjectKey{Namespace: s.NS, Name: jobs.InputsSecretName(jobs.KindMachine, machine)}, &durable); err != nil {
+	if err := s.C.Get(s.Ctx, client.ObjectKey{Namespace: s.NS, Name: jobs.InputsSecretName(kind, name)}, &durable); err != nil {
 		t.Fatal(err)
 	}
 	var vars map[string]any

@@ -67,10 +67,7 @@ func TestAMachineHealthCheckReplacesAnUnhealthyMachine(t *testing.T) {
 		t.Run(row.name, func(t *testing.T) {
 			t.Parallel()
 			s := system.NewSuite(t, "capi-mhc")
-			_, cluster := createCluster(t, s, "web")
-			workloadKubeconfig(t, s, cluster)
-			localNodes(t, s)
-			kubeadmControlPlaneMachine(t, s, cluster, s.NS+"-cp")
+			_, cluster := kubeadmCluster(t, s, "web")
 			md := kubeadmMachineDeployment(t, s, "web", "web-md-0", 2, func(tmpl *infrav1.TerraformMachineTemplate) {
 				tmpl.Spec.Template.Spec.Remediation = row.remediation
 			})
