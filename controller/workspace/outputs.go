@@ -198,29 +198,54 @@ func specEvents(before, after infrav1.Workspace) []event {
 	return nil
 }
 
-// healthReasons maps a health state that is not running to its InfrastructureHealthy reason.
-var healthReasons = map[string]string{
-	contract.HealthPending:    conditions.ReasonInstancePending,
-	contract.HealthDegraded:   conditions.ReasonInstanceDegraded,
-	contract.HealthStopped:    conditions.ReasonInstanceStopped,
-	contract.HealthTerminated: conditions.ReasonInstanceTerminated,
+// healthVerdict is what one reading of the module's health output means, for the
+// InfrastructureHealthy condition and for remediation alike: both read it from verdictOf, so
+// the condition and a replacement request never disagree about a state.
+type healthVerdict struct {
+	// status and reason are InfrastructureHealthy's; fallback is its message when the module
+	// gives none.
+	status           metav1.ConditionStatus
+	reason, fallback string
+	// reading is what the reading counts for remediation.
+	reading healthReading
 }
 
-// setHealth writes InfrastructureHealthy from the health output: True only when the
+// healthStates holds the verdict of each health state but running, which verdictOf splits by
+// the output's healthy flag.
+var healthStates = map[string]healthVerdict{
+	contract.HealthPending:    {metav1.ConditionFalse, conditions.ReasonInstancePending, contract.HealthPending, readingNone},
+	contract.HealthDegraded:   {metav1.ConditionFalse, conditions.ReasonInstanceDegraded, contract.HealthDegraded, readingUnhealthy},
+	contract.HealthStopped:    {metav1.ConditionFalse, conditions.ReasonInstanceStopped, contract.HealthStopped, readingUnhealthy},
+	contract.HealthTerminated: {metav1.ConditionFalse, conditions.ReasonInstanceTerminated, contract.HealthTerminated, readingTerminated},
+}
+
+// verdictOf returns the verdict of a health output; ok is false for a state the contract does
+// not name, which says nothing.
+func verdictOf(h *contract.Health) (v healthVerdict, ok bool) {
+	switch {
+	case h.State == contract.HealthRunning && h.Healthy:
+		return healthVerdict{metav1.ConditionTrue, conditions.ReasonHealthy, "running and healthy", readingHealthy}, true
+	case h.State == contract.HealthRunning:
+		return healthVerdict{metav1.ConditionFalse, conditions.ReasonInstanceUnhealthy, "running but not healthy", readingUnhealthy}, true
+	}
+	v, ok = healthStates[h.State]
+	return v, ok
+}
+
+// setHealth writes InfrastructureHealthy from the health output (verdictOf): True only when the
 // infrastructure is running and healthy, False for a known bad or pending state, Unknown when
 // the module cannot tell. A health output that is invalid leaves the condition as it was.
 func setHealth(s *infrav1.WorkspaceStatus, at stamp, d contract.Decoded) {
 	h := d.Outputs.Health
-	switch {
-	case d.Valid[contract.OutputHealth] && h.State == contract.HealthRunning && h.Healthy:
-		at.set(&s.Conditions, conditions.InfrastructureHealthy, metav1.ConditionTrue, conditions.ReasonHealthy, healthMessage(h, "running and healthy"))
-	case d.Valid[contract.OutputHealth] && h.State == contract.HealthRunning:
-		at.set(&s.Conditions, conditions.InfrastructureHealthy, metav1.ConditionFalse, conditions.ReasonInstanceUnhealthy, healthMessage(h, "running but not healthy"))
-	case d.Valid[contract.OutputHealth] && healthReasons[h.State] != "":
-		at.set(&s.Conditions, conditions.InfrastructureHealthy, metav1.ConditionFalse, healthReasons[h.State], healthMessage(h, h.State))
-	case d.Valid[contract.OutputHealth], h == nil && slices.ContainsFunc(d.Problems, func(p contract.Problem) bool {
+	if d.Valid[contract.OutputHealth] {
+		if v, ok := verdictOf(h); ok {
+			at.set(&s.Conditions, conditions.InfrastructureHealthy, v.status, v.reason, healthMessage(h, v.fallback))
+			return
+		}
+	}
+	if d.Valid[contract.OutputHealth] || h == nil && slices.ContainsFunc(d.Problems, func(p contract.Problem) bool {
 		return p.Output == contract.OutputHealth && p.Reason == conditions.ReasonOutputsPending
-	}):
+	}) {
 		at.set(&s.Conditions, conditions.InfrastructureHealthy, metav1.ConditionUnknown, conditions.ReasonHealthUnknown, "the module cannot tell the infrastructure's health")
 	}
 }

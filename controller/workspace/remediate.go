@@ -65,20 +65,13 @@ func readHealth(kind infrav1.KindInfo, obj infrav1.Workspace, st state.State) (r
 	return healthReadingOf(d), providerIDMissing
 }
 
-// healthReadingOf is what the decoded health output says for remediation.
+// healthReadingOf is what the decoded health output says for remediation (verdictOf).
 func healthReadingOf(d contract.Decoded) healthReading {
 	if !d.Valid[contract.OutputHealth] || d.Outputs.Health == nil {
 		return readingNone
 	}
-	switch h := d.Outputs.Health; {
-	case h.State == contract.HealthRunning && h.Healthy:
-		return readingHealthy
-	case h.State == contract.HealthRunning, h.State == contract.HealthDegraded, h.State == contract.HealthStopped:
-		return readingUnhealthy
-	case h.State == contract.HealthTerminated:
-		return readingTerminated
-	}
-	return readingNone
+	v, _ := verdictOf(d.Outputs.Health)
+	return v.reading
 }
 
 // healthSampleJob is the newest successful apply or refresh: each one reads the health once. A

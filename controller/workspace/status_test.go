@@ -545,3 +545,36 @@ func TestSetProviderIDMissing(t *testing.T) {
 		})
 	}
 }
+
+// TestHealthVerdicts: one table says what each health state means, for the
+// InfrastructureHealthy condition and for remediation.
+func TestHealthVerdicts(t *testing.T) {
+	for _, row := range []struct {
+		name    string
+		health  contract.Health
+		status  metav1.ConditionStatus
+		reason  string
+		reading healthReading
+		known   bool
+	}{
+		{"running and healthy is healthy", contract.Health{State: contract.HealthRunning, Healthy: true}, metav1.ConditionTrue, conditions.ReasonHealthy, readingHealthy, true},
+		{"running but not healthy is unhealthy", contract.Health{State: contract.HealthRunning}, metav1.ConditionFalse, conditions.ReasonInstanceUnhealthy, readingUnhealthy, true},
+		{"degraded is unhealthy", contract.Health{State: contract.HealthDegraded}, metav1.ConditionFalse, conditions.ReasonInstanceDegraded, readingUnhealthy, true},
+		{"stopped is unhealthy", contract.Health{State: contract.HealthStopped}, metav1.ConditionFalse, conditions.ReasonInstanceStopped, readingUnhealthy, true},
+		{"terminated is the terminal signal", contract.Health{State: contract.HealthTerminated}, metav1.ConditionFalse, conditions.ReasonInstanceTerminated, readingTerminated, true},
+		{"pending is not healthy yet and asks for no replacement", contract.Health{State: contract.HealthPending}, metav1.ConditionFalse, conditions.ReasonInstancePending, readingNone, true},
+		{"a state the contract does not name says nothing", contract.Health{State: "rebooting", Healthy: true}, "", "", readingNone, false},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			v, ok := verdictOf(&row.health)
+			if ok != row.known || v.status != row.status || v.reason != row.reason || v.reading != row.reading {
+				t.Fatalf("verdict %+v (known %v), want %s/%s reading %d (known %v)", v, ok, row.status, row.reason, row.reading, row.known)
+			}
+			d := contract.Decoded{Valid: map[string]bool{contract.OutputHealth: true}}
+			d.Outputs.Health = &row.health
+			if got := healthReadingOf(d); got != row.reading {
+				t.Fatalf("remediation reads %d, want %d", got, row.reading)
+			}
+		})
+	}
+}
