@@ -27,7 +27,13 @@ K8S_TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl
 GEN_TOOLS := $(BIN)/controller-gen $(BIN)/deepcopy-gen $(BIN)/conversion-gen $(BIN)/defaulter-gen $(BIN)/openapi-gen
 CAPI_TOOLS := $(BIN)/capi-manager $(BIN)/capi-kubeadm-bootstrap $(BIN)/clusterctl
 PROM_TOOLS := $(BIN)/promtool
-TOOLS     := $(K8S_TOOLS) $(BIN)/tofu $(GEN_TOOLS) $(BIN)/golangci-lint $(CAPI_TOOLS) $(PROM_TOOLS)
+# Real OpenTofu providers, built from the module proxy into an unpacked filesystem mirror
+# (<host>/<namespace>/<type>/<version>/<os>_<arch>/terraform-provider-<type>_v<version>): the
+# sample machine module's image carries this mirror, and tests serve it as a network mirror.
+PROVIDER_MIRROR := $(BIN)/providers/registry.opentofu.org/hashicorp
+PROVIDERS := $(PROVIDER_MIRROR)/time/0.14.2/linux_amd64/terraform-provider-time_v0.14.2 \
+	$(PROVIDER_MIRROR)/local/1.4.0/linux_amd64/terraform-provider-local_v1.4.0
+TOOLS     := $(K8S_TOOLS) $(BIN)/tofu $(GEN_TOOLS) $(BIN)/golangci-lint $(CAPI_TOOLS) $(PROM_TOOLS) $(PROVIDERS)
 
 GO_FILES = $(shell find . -name '*.go' -not -path './bin/*' -not -path './.local/*' -not -path './tmp/*')
 # A count, not a duration: Go before 1.27 can fail a duration-bounded fuzz run with "context
@@ -42,7 +48,7 @@ help: ## Show the targets.
 ##@ Tools (built from the Go module proxy, cached in bin/)
 
 .PHONY: tools
-tools: $(TOOLS) ## Build the control plane, OpenTofu, the code generators, golangci-lint, Cluster API's core manager and kubeadm bootstrap provider, clusterctl and promtool into bin/ (skips what exists).
+tools: $(TOOLS) ## Build the control plane, OpenTofu, the code generators, golangci-lint, Cluster API's core manager and kubeadm bootstrap provider, clusterctl, promtool and the provider mirror bin/providers (time, local) into bin/ (skips what exists).
 
 $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
 	@mkdir -p $(BIN)
@@ -55,6 +61,17 @@ $(BIN)/etcd: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
 $(BIN)/tofu: hack/tools/tofu/go.mod hack/tools/tofu/go.sum
 	@mkdir -p $(BIN)
 	cd hack/tools/tofu && CGO_ENABLED=0 $(GO) build -ldflags '$(TOFU_LDFLAGS)' -o $@ github.com/opentofu/opentofu/cmd/tofu
+
+# Static, as a module image holds them, and reproducible: the sample machine module's lock file
+# pins their hashes, so the toolchain is pinned too.
+PROVIDER_BUILD := CGO_ENABLED=0 GOTOOLCHAIN=go1.26.8
+$(PROVIDER_MIRROR)/time/%: hack/tools/providers/time/go.mod hack/tools/providers/time/go.sum
+	@mkdir -p $(dir $@)
+	cd hack/tools/providers/time && $(PROVIDER_BUILD) $(GO) build -trimpath -ldflags '-s -w -buildid=' -o $@ github.com/hashicorp/terraform-provider-time
+
+$(PROVIDER_MIRROR)/local/%: hack/tools/providers/local/go.mod hack/tools/providers/local/go.sum
+	@mkdir -p $(dir $@)
+	cd hack/tools/providers/local && $(PROVIDER_BUILD) $(GO) build -trimpath -ldflags '-s -w -buildid=' -o $@ github.com/terraform-providers/terraform-provider-local
 
 # Cluster API's version, stamped as its release build does: clusterctl compares it with the
 # providers' contracts.
@@ -113,6 +130,21 @@ build: ## Build the binaries into bin/, static as the images hold them, with the
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/...
 	install -m 0755 cmd/kubectl-captf/kubectl_complete-captf $(BIN)/
+
+# A module to check or lock: its directory, role, the object's variables and its image's
+# provider mirror (empty for a module without providers).
+MODULE        ?= artifacts/samples/modules/machine
+MODULE_ROLE   ?= machine
+MODULE_VARS   ?= {"name":"check"}
+MODULE_MIRROR ?= $(BIN)/providers
+
+.PHONY: module-check
+module-check: $(BIN)/tofu $(PROVIDERS) ## Check MODULE as captf runs it for MODULE_ROLE: providers from MODULE_MIRROR only (pinned by its lock file), every contract input and output declared.
+	$(GO) run ./hack/modulecheck --role=$(MODULE_ROLE) --module=$(MODULE) --providers=$(MODULE_MIRROR) --tofu=$(BIN)/tofu --variables='$(MODULE_VARS)'
+
+.PHONY: module-lock
+module-lock: $(BIN)/tofu $(PROVIDERS) ## Write MODULE's .terraform.lock.hcl from the providers of MODULE_MIRROR (linux_amd64).
+	cd $(MODULE) && TF_DATA_DIR=$$(mktemp -d) $(BIN)/tofu providers lock -fs-mirror=$(MODULE_MIRROR) -platform=linux_amd64
 
 .PHONY: fmt
 fmt: ## Format the Go code.
