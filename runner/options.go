@@ -40,7 +40,7 @@ type Options struct {
 	// module; the rendered root references it by its own source path.
 	Module string
 	// Providers is an optional provider mirror; when it exists, OpenTofu installs providers
-	// from it only. It has no flag: the pod layout fixes it at DefaultProviders.
+	// from it only.
 	Providers string
 	// CLIConfig is the run's own OpenTofu CLI configuration file. When set, it is the whole
 	// CLI configuration: the runner writes none for Providers.
@@ -121,6 +121,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.Bin, runflag.Bin, o.Bin, "runtime binary and fixed arguments (repeat for each)")
 	fs.StringVar(&o.Config, runflag.Config, o.Config, "directory of the rendered root module")
 	fs.StringVar(&o.Module, runflag.Module, o.Module, "module directory of the image (checked by preflight)")
+	fs.StringVar(&o.Providers, runflag.Providers, o.Providers, "provider mirror of the image; when it exists, providers are installed from it only")
 	fs.StringVar(&o.Workdir, runflag.Workdir, o.Workdir, "writable work directory")
 	fs.StringVar(&o.Image, runflag.Image, o.Image, "module image reference, reported in the result")
 	fs.StringVar(&o.ResultFile, runflag.Result, o.ResultFile, "file that receives the result document")

@@ -26,6 +26,29 @@ const (
 	restoreDirName = "restore"
 )
 
+// lockFileName is OpenTofu's dependency lock file. A module image may ship one beside its
+// module; OpenTofu reads it only in the root module's directory, where the runner copies it.
+const lockFileName = ".terraform.lock.hcl"
+
+// copyModuleLock copies the module's dependency lock file into the root directory and reports
+// whether there was one.
+func copyModuleLock(module, root string) (bool, error) {
+	src := filepath.Join(module, lockFileName)
+	info, err := os.Stat(src)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading the module's lock file: %w", err)
+	case !info.Mode().IsRegular():
+		return false, fmt.Errorf("the module's lock file %s is not a regular file", src)
+	}
+	if err := copyFile(src, filepath.Join(root, lockFileName), 0o600); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // Files of the rendered root that the runner reads itself.
 const (
 	mainFile = "main.tf.json"

@@ -52,6 +52,8 @@ type runner struct {
 	env            []string
 	rootDir        string
 	planFile       string
+	// lockPinned: the module image ships a dependency lock file, which init must not change.
+	lockPinned bool
 	// key is the plan key; nil when the run has none.
 	key []byte
 	// secrets are scrubbed from everything the runner writes: the log and the error tail.
@@ -232,6 +234,12 @@ func (r *runner) prepare() error {
 	if err := copyConfig(r.o.Config, r.rootDir); err != nil {
 		return err
 	}
+	if r.lockPinned, err = copyModuleLock(r.o.Module, r.rootDir); err != nil {
+		return err
+	}
+	if r.lockPinned {
+		r.logf("providers: pinned by the module's %s", lockFileName)
+	}
 	r.planFile = filepath.Join(workdir, planFileName)
 	if err := os.Remove(r.planFile); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("removing an old plan file: %w", err)
@@ -339,6 +347,11 @@ func (r *runner) init(ctx context.Context) bool {
 	args := r.mutating("init")
 	for _, bc := range r.o.BackendConfig {
 		args = append(args, "-backend-config="+bc)
+	}
+	if r.lockPinned {
+		// The image's lock file pins every provider's version and hashes: a provider the mirror
+		// serves with another hash, or one the lock file lacks, fails init.
+		args = append(args, "-lockfile=readonly")
 	}
 	if _, ok := r.step(ctx, stepSpec{name: StepInit, args: args}); !ok {
 		return false

@@ -685,3 +685,45 @@ func TestRunRefusesInvalidOptions(t *testing.T) {
 		t.Errorf("result file %s (%v), want the flags error", doc, err)
 	}
 }
+
+// A module image that ships a dependency lock file pins its providers: the runner copies the
+// lock file into the root module, where OpenTofu reads it, and init may not change it.
+func TestAModulesLockFilePinsItsProviders(t *testing.T) {
+	for _, row := range []struct {
+		name string
+		lock bool
+	}{
+		{"a module with a lock file inits read-only with it", true},
+		{"a module without one inits as usual", false},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			f := newFakeRun(t, jobs.OpDestroy)
+			const lock = "# pinned\n"
+			if row.lock {
+				if err := os.WriteFile(filepath.Join(f.opts.Module, ".terraform.lock.hcl"), []byte(lock), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, code := f.run(context.Background(), t); code != ExitOK {
+				t.Fatalf("exit %d; log:\n%s", code, f.stderr)
+			}
+			argv, _ := os.ReadFile(filepath.Join(f.dir, "argv"))
+			var initArgs string
+			for _, line := range strings.Split(string(argv), "\n") {
+				if strings.HasPrefix(line, "init ") {
+					initArgs = line
+				}
+			}
+			if got := strings.Contains(initArgs, "-lockfile=readonly"); got != row.lock {
+				t.Errorf("init %q: read-only lock file %v, want %v", initArgs, got, row.lock)
+			}
+			copied, err := os.ReadFile(filepath.Join(f.opts.Workdir, "root", ".terraform.lock.hcl"))
+			if row.lock && string(copied) != lock {
+				t.Errorf("the root's lock file = %q (%v), want the module's", copied, err)
+			}
+			if !row.lock && err == nil {
+				t.Errorf("the root has a lock file the module did not ship")
+			}
+		})
+	}
+}

@@ -21,6 +21,7 @@ func runnerArgs(p Params) []string {
 		runflag.Arg(runflag.Op, string(p.Op)),
 		runflag.Arg(runflag.Bin, RuntimePath),
 		runflag.Arg(runflag.Module, ModuleDir),
+		runflag.Arg(runflag.Providers, ProvidersDir),
 		runflag.Arg(runflag.Workdir, WorkDir),
 		runflag.Arg(runflag.Config, ConfigDir),
 		runflag.Arg(runflag.Result, TerminationMessagePath),

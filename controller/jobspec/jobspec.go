@@ -31,15 +31,17 @@ const (
 
 // Paths inside the pod.
 const (
-	RunnerBinDir   = "/captf/bin"
-	RunnerPath     = RunnerBinDir + "/runner"
-	WorkDir        = "/captf/work"
-	ConfigDir      = "/captf/config"
-	PlanKeyDir     = "/captf/plan-key"
-	PlanKeyFile    = PlanKeyDir + "/key"
-	CLIConfigDir   = "/captf/cli-config"
-	CLIConfigFile  = CLIConfigDir + "/" + infrav1.CLIConfigKey
-	ModuleDir      = "/captf/module"
+	RunnerBinDir  = "/captf/bin"
+	RunnerPath    = RunnerBinDir + "/runner"
+	WorkDir       = "/captf/work"
+	ConfigDir     = "/captf/config"
+	PlanKeyDir    = "/captf/plan-key"
+	PlanKeyFile   = PlanKeyDir + "/key"
+	CLIConfigDir  = "/captf/cli-config"
+	CLIConfigFile = CLIConfigDir + "/" + infrav1.CLIConfigKey
+	ModuleDir     = "/captf/module"
+	// ProvidersDir is the module image's provider mirror (optional).
+	ProvidersDir   = "/captf/providers"
 	RuntimePath    = "/captf/runtime"
 	ImageRunnerBin = "/runner"
 	// TerminationMessagePath is where the runner writes its result.

@@ -260,6 +260,7 @@ func TestRunnerArgs(t *testing.T) {
 			"--op=" + op,
 			"--bin=/captf/runtime",
 			"--module=/captf/module",
+			"--providers=/captf/providers",
 			"--workdir=/captf/work",
 			"--config=/captf/config",
 			"--result=/dev/termination-log",

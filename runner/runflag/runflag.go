@@ -13,6 +13,8 @@ const (
 	Config = "config"
 	// Module is the module directory of the image.
 	Module = "module"
+	// Providers is the provider mirror directory of the image, used when it exists.
+	Providers = "providers"
 	// Workdir is the writable work directory.
 	Workdir = "workdir"
 	// Image is the module image reference, reported in the result.
