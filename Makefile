@@ -191,7 +191,7 @@ VERSION    ?= dev
 REGISTRY   ?=
 
 .PHONY: images
-images: ## Build the manager, API server and sample module images (static binaries, non-root, reproducible) into the OCI layout IMAGES_OUT, tagged VERSION; with REGISTRY=host:port[/prefix], push them there too.
+images: $(PROVIDERS) ## Build the manager, API server and sample module images (static binaries, non-root, reproducible) into the OCI layout IMAGES_OUT, tagged VERSION; with REGISTRY=host:port[/prefix], push them there too.
 	$(GO) run ./hack/images -out $(IMAGES_OUT) -version $(VERSION) $(if $(REGISTRY),-registry $(REGISTRY))
 
 INSTALL_OVERLAY ?= self-managed

@@ -71,6 +71,8 @@ func (s *System) serveImages(ctx context.Context) (string, error) {
 		Source:     "https://github.com/captf/captf",
 		RepoRoot:   s.Env.RepoRoot,
 		Binaries:   binaries,
+		// The sample machine module's providers, as `make tools` built them for these tests.
+		ProviderMirror: filepath.Join(s.Env.BinDir, "providers"),
 	})
 	if err != nil {
 		return "", err

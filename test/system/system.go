@@ -44,6 +44,9 @@ import (
 const (
 	RunnerImage     = "ghcr.io/captf/captf-manager:dev"
 	SampleNoopImage = "ghcr.io/captf/captf-sample-noop:dev"
+	// SampleMachineImage is the sample machine module's image, whose providers (bin/providers)
+	// are real and installed from the image's mirror.
+	SampleMachineImage = "ghcr.io/captf/captf-sample-machine:dev"
 )
 
 // Names of the installation, as in artifacts/.
@@ -408,6 +411,9 @@ func (s *System) startNodeAgent(ctx context.Context, extra map[string]nodeagent.
 		// Without the registry, the runner and the sample module image are mapped to files.
 		images[RunnerImage] = nodeagent.Image{Paths: map[string]string{"/runner": filepath.Join(s.BinDir, "runner")}}
 		images[SampleNoopImage] = s.moduleImage(filepath.Join(s.Env.RepoRoot, "artifacts", "samples", "modules", "noop"))
+		machine := s.moduleImage(filepath.Join(s.Env.RepoRoot, "artifacts", "samples", "modules", "machine"))
+		machine.Paths["/captf/providers"] = filepath.Join(s.Env.BinDir, "providers")
+		images[SampleMachineImage] = machine
 	}
 	for ref, img := range extra {
 		images[ref] = img

@@ -31,6 +31,10 @@ const (
 	// SampleNoop is the sample module image: artifacts/samples/modules/noop at /captf/module and
 	// OpenTofu at /captf/runtime, the layout the runner expects.
 	SampleNoop = "captf-sample-noop"
+	// SampleMachine is the sample machine module's image: artifacts/samples/modules/machine at
+	// /captf/module with its lock file, OpenTofu at /captf/runtime, and the providers it needs
+	// in the provider mirror at /captf/providers, from which the runner installs them.
+	SampleMachine = "captf-sample-machine"
 )
 
 // The static binaries the images hold, by the names Options.Binaries and BuildBinaries use.
@@ -43,25 +47,30 @@ const (
 
 // Paths inside a module image, as the runner reads them (runner.DefaultModule, DefaultBin).
 const (
-	ModulePath  = "/captf/module"
-	RuntimePath = "/captf/runtime"
+	ModulePath    = "/captf/module"
+	RuntimePath   = "/captf/runtime"
+	ProvidersPath = "/captf/providers"
 )
 
-// SampleModuleDir is the sample module's directory, relative to the repository root.
-const SampleModuleDir = "artifacts/samples/modules/noop"
+// The sample modules' directories, relative to the repository root.
+const (
+	SampleModuleDir        = "artifacts/samples/modules/noop"
+	SampleMachineModuleDir = "artifacts/samples/modules/machine"
+)
 
 // tofuLDFlags are the Makefile's OpenTofu flags, so that the image's OpenTofu reports the
 // release version as bin/tofu does, less the build ID, which changes with the build machine.
 const tofuLDFlags = "-s -w -buildid= -X github.com/opentofu/opentofu/version.dev=no"
 
 // Names lists every image, in build order.
-var Names = []string{Manager, APIServer, SampleNoop}
+var Names = []string{Manager, APIServer, SampleNoop, SampleMachine}
 
 // binariesOf are the binaries each image needs.
 var binariesOf = map[string][]string{
-	Manager:    {Controller, Runner},
-	APIServer:  {APIServerBinary},
-	SampleNoop: {Tofu},
+	Manager:       {Controller, Runner},
+	APIServer:     {APIServerBinary},
+	SampleNoop:    {Tofu},
+	SampleMachine: {Tofu},
 }
 
 // Options say which images to build and how to name them.
@@ -83,6 +92,9 @@ type Options struct {
 	Binaries map[string]string
 	// BuildOutput receives the output of go build. Defaults to discarding it.
 	BuildOutput io.Writer
+	// ProviderMirror is the unpacked provider mirror SampleMachine carries, as `make tools`
+	// builds it. Defaults to <RepoRoot>/bin/providers.
+	ProviderMirror string
 }
 
 // Ref is the reference of the image name built with repository and version.
@@ -144,7 +156,18 @@ func Images(ctx context.Context, opts Options) (map[string]v1.Image, error) {
 			Files:      map[string]string{"/apiserver": bins[APIServerBinary]},
 			Entrypoint: []string{"/apiserver"},
 		},
-		SampleNoop: moduleSpec(filepath.Join(opts.RepoRoot, SampleModuleDir), bins[Tofu]),
+		SampleNoop:    moduleSpec(filepath.Join(opts.RepoRoot, SampleModuleDir), bins[Tofu]),
+		SampleMachine: moduleSpec(filepath.Join(opts.RepoRoot, SampleMachineModuleDir), bins[Tofu]),
+	}
+	if slices.Contains(names, SampleMachine) {
+		mirror := opts.ProviderMirror
+		if mirror == "" {
+			mirror = filepath.Join(opts.RepoRoot, "bin", "providers")
+		}
+		if info, err := os.Stat(mirror); err != nil || !info.IsDir() {
+			return nil, fmt.Errorf("build: %s needs the provider mirror %s (make tools builds it)", SampleMachine, mirror)
+		}
+		specs[SampleMachine].Dirs[ProvidersPath] = mirror
 	}
 	out := map[string]v1.Image{}
 	for _, name := range names {

@@ -50,9 +50,26 @@ func fakeBinaries(t *testing.T) map[string]string {
 	return out
 }
 
+// fakeProvider is the one provider of fakeMirror, at its path in a mirror.
+const fakeProvider = "registry.opentofu.org/hashicorp/time/0.14.2/linux_amd64/terraform-provider-time_v0.14.2"
+
+// fakeMirror is a provider mirror of one fake provider.
+func fakeMirror(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	p := filepath.Join(dir, filepath.FromSlash(fakeProvider))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("#!provider"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func options(t *testing.T, names ...string) Options {
 	t.Helper()
-	return Options{Repository: testRepository, Version: testVersion, Source: testSource, RepoRoot: repoRoot(t), Names: names, Binaries: fakeBinaries(t)}
+	return Options{Repository: testRepository, Version: testVersion, Source: testSource, RepoRoot: repoRoot(t), Names: names, Binaries: fakeBinaries(t), ProviderMirror: fakeMirror(t)}
 }
 
 func images(t *testing.T, opts Options) map[string]v1.Image {
@@ -112,6 +129,7 @@ func TestEveryImageIsNamedRepositoryCaptfNameVersion(t *testing.T) {
 	want := []string{
 		testRepository + "captf-apiserver:" + testVersion,
 		testRepository + "captf-manager:" + testVersion,
+		testRepository + "captf-sample-machine:" + testVersion,
 		testRepository + "captf-sample-noop:" + testVersion,
 	}
 	if !slices.Equal(refs, want) {
@@ -253,5 +271,43 @@ func TestBuiltBinariesAreStatic(t *testing.T) {
 	defer f.Close()
 	if f.Machine != elf.EM_X86_64 {
 		t.Errorf("machine %s, want x86-64", f.Machine)
+	}
+}
+
+// The sample machine module's image carries its module with the lock file and, in the mirror
+// the runner installs from, its providers.
+func TestTheSampleMachineImage(t *testing.T) {
+	opts := options(t, SampleMachine)
+	img := images(t, opts)[Ref(testRepository, SampleMachine, testVersion)]
+	if img == nil {
+		t.Fatal("no sample machine image")
+	}
+	fs := files(t, img)
+	lock, err := os.ReadFile(filepath.Join(opts.RepoRoot, SampleMachineModuleDir, ".terraform.lock.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider := fs["captf/providers/"+fakeProvider]
+	for _, rule := range []struct {
+		name string
+		ok   bool
+	}{
+		{"the module is at /captf/module with its lock file", fs["captf/module/main.tf"].header != nil && bytes.Equal(fs["captf/module/.terraform.lock.hcl"].data, lock)},
+		{"the providers are in the mirror at /captf/providers, executable", provider.header != nil && provider.header.Mode == 0o755 && string(provider.data) == "#!provider"},
+		{"OpenTofu is the executable /captf/runtime", fs["captf/runtime"].header != nil && fs["captf/runtime"].header.Mode == 0o755},
+	} {
+		if !rule.ok {
+			t.Errorf("%s: does not hold", rule.name)
+		}
+	}
+}
+
+// Without a provider mirror there is no machine image: one without providers would fail every
+// run at init.
+func TestTheSampleMachineImageNeedsTheMirror(t *testing.T) {
+	opts := options(t, SampleMachine)
+	opts.ProviderMirror = filepath.Join(t.TempDir(), "none")
+	if _, err := Images(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "make tools") {
+		t.Fatalf("error %v, want one that says make tools builds the mirror", err)
 	}
 }
