@@ -33,8 +33,8 @@ const MaxBytes = 1_000_000
 // HashPrefix versions the inputs hash, so a change of the rendering can be told apart.
 const HashPrefix = "h1:"
 
-// moduleName is the name of the module block in the rendered root.
-const moduleName = "workspace"
+// ModuleName is the name of the module block in the rendered root.
+const ModuleName = "workspace"
 
 // variableName is what Terraform accepts as a variable name.
 var variableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
@@ -159,9 +159,9 @@ func Render(image string, contract []Variable, variables []byte, sourced []Sourc
 	root := map[string]any{
 		// The backend is completed by the runner's -backend-config flags.
 		"terraform": map[string]any{"backend": map[string]any{"kubernetes": map[string]any{}}},
-		"module":    map[string]any{moduleName: module},
+		"module":    map[string]any{ModuleName: module},
 		// Every output of the module, marked sensitive so no value shows in plans or logs.
-		"output": map[string]any{moduleName: map[string]any{"value": "${module." + moduleName + "}", "sensitive": true}},
+		"output": map[string]any{ModuleName: map[string]any{"value": "${module." + ModuleName + "}", "sensitive": true}},
 	}
 	if len(variableBlocks) > 0 {
 		root["variable"] = variableBlocks

@@ -229,3 +229,23 @@ func TestRenderMergesSourcedVariables(t *testing.T) {
 		t.Errorf("a reserved sourced name: %v", err)
 	}
 }
+
+// The stand-alone root calls the module from its directory and keeps its state locally, and is
+// otherwise the root a Job runs.
+func TestStandaloneCallsTheModuleFromItsDirectoryWithoutABackend(t *testing.T) {
+	r, err := Render("img", []Variable{{Name: "captf_contract", Type: "string", Value: "v1alpha1"}}, []byte(`{"region":"eu"}`), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := r.Standalone("/src/module")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := root["module"].(map[string]any)[ModuleName].(map[string]any)
+	if _, backend := root["terraform"]; backend || call["source"] != "/src/module" || call["region"] != "${var.region}" || call["captf_contract"] != "${var.captf_contract}" {
+		t.Fatalf("stand-alone root %v", root)
+	}
+	if _, ok := root["variable"].(map[string]any)["region"]; !ok {
+		t.Fatalf("the root lost its variables: %v", root)
+	}
+}

@@ -103,17 +103,13 @@ func writeRoot(dir string, role contract.Role, module, variables string) error {
 	if err != nil {
 		return err
 	}
-	var root map[string]any
-	if err := json.Unmarshal(rendered.Main, &root); err != nil {
+	root, err := rendered.Standalone(module)
+	if err != nil {
 		return err
 	}
-	delete(root, "terraform")
 	outputs := map[string]any{}
-	for name, call := range root["module"].(map[string]any) {
-		call.(map[string]any)["source"] = module
-		for _, out := range contract.RequiredOutputs(role) {
-			outputs["contract_"+out] = map[string]any{"value": "${module." + name + "." + out + "}", "sensitive": true}
-		}
+	for _, out := range contract.RequiredOutputs(role) {
+		outputs["contract_"+out] = map[string]any{"value": "${module." + inputs.ModuleName + "." + out + "}", "sensitive": true}
 	}
 	root["output"] = outputs
 	main, err := json.MarshalIndent(root, "", "  ")
