@@ -39,7 +39,7 @@ func parseRun(args []string) (runner.Options, []string, error) {
 func TestParseRunRefusesWhatTheRunnerDoesNotDefine(t *testing.T) {
 	for _, args := range [][]string{
 		{"--op=apply", "--event-object=x"},
-		{"--op=apply", "--providers=/captf/providers"},
+		{"--op=apply", "--plugin-cache-dir=/captf/providers"},
 		{"--op=apply", "--guard-deletes=maybe"},
 		{"--op=apply", "extra"},
 	} {
@@ -162,7 +162,7 @@ func TestJobArgsParse(t *testing.T) {
 			if err := o.Validate(); err != nil {
 				t.Fatalf("the Job's arguments do not validate: %v", err)
 			}
-			if o.Op != p.Op || !slices.Equal(o.Bin, []string{jobspec.RuntimePath}) || o.Module != jobspec.ModuleDir ||
+			if o.Op != p.Op || !slices.Equal(o.Bin, []string{jobspec.RuntimePath}) || o.Module != jobspec.ModuleDir || o.Providers != jobspec.ProvidersDir ||
 				o.Workdir != jobspec.WorkDir || o.Config != jobspec.ConfigDir || o.ResultFile != jobspec.TerminationMessagePath ||
 				o.Image != p.Source.Image || o.StopTimeout != (jobspec.TerminationGracePeriodSeconds-30)*time.Second ||
 				len(o.BackendConfig) != 4 {
