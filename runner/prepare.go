@@ -190,21 +190,15 @@ func copyFile(src, dst string, mode os.FileMode) error {
 	return nil
 }
 
-// writeCLIConfig writes a CLI configuration that installs providers from the image's mirror
-// only. With pinned (the module's lock file names every provider and its hashes), the mirror is
-// also OpenTofu's plugin cache: init links each provider from the image into the work directory
-// after checking its hash, instead of copying it, so a run never pays for a provider the image
-// already holds. Only a pinned run may: without a lock entry, init would write into the cache,
-// the image's read-only mirror.
-func writeCLIConfig(path, mirror string, pinned bool) error {
+// writeCLIConfig writes a CLI configuration that installs providers from the mirror only: with
+// a provider_installation block that names only a filesystem mirror, direct installation is
+// off, so a run never downloads a provider the image did not ship.
+func writeCLIConfig(path, mirror string) error {
 	quoted, err := json.Marshal(mirror) // an HCL string literal is a JSON string here
 	if err != nil {
 		return err
 	}
 	doc := fmt.Sprintf("provider_installation {\n  filesystem_mirror {\n    path = %s\n  }\n}\n", quoted)
-	if pinned {
-		doc = fmt.Sprintf("plugin_cache_dir = %s\n", quoted) + doc
-	}
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		return fmt.Errorf("writing the CLI configuration: %w", err)
 	}

@@ -255,7 +255,7 @@ func (r *runner) prepare() error {
 		extra["TF_CLI_CONFIG_FILE"] = cli
 		r.logf("providers: installing as the run's CLI configuration %s says", r.o.CLIConfig)
 	} else if info, err := os.Stat(r.o.Providers); err == nil && info.IsDir() {
-		if err := writeCLIConfig(cli, r.o.Providers, r.lockPinned); err != nil {
+		if err := writeCLIConfig(cli, r.o.Providers); err != nil {
 			return err
 		}
 		extra["TF_CLI_CONFIG_FILE"] = cli

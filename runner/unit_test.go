@@ -462,27 +462,15 @@ func TestAssembleRestore(t *testing.T) {
 	}
 }
 
-// The image's mirror is the only provider source, and with a lock file it is also the plugin
-// cache, from which init links providers instead of copying them.
 func TestWriteCLIConfig(t *testing.T) {
-	const mirrorOnly = "provider_installation {\n  filesystem_mirror {\n    path = \"/captf/providers\"\n  }\n}\n"
-	for _, row := range []struct {
-		name   string
-		pinned bool
-		want   string
-	}{
-		{"without a lock file, the mirror only", false, mirrorOnly},
-		{"with a lock file, the mirror is the plugin cache too", true, "plugin_cache_dir = \"/captf/providers\"\n" + mirrorOnly},
-	} {
-		t.Run(row.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "cli.tfrc")
-			if err := writeCLIConfig(path, "/captf/providers", row.pinned); err != nil {
-				t.Fatal(err)
-			}
-			if data, _ := os.ReadFile(path); string(data) != row.want {
-				t.Errorf("cli.tfrc =\n%s\nwant\n%s", data, row.want)
-			}
-		})
+	path := filepath.Join(t.TempDir(), "cli.tfrc")
+	if err := writeCLIConfig(path, "/captf/providers"); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	want := "provider_installation {\n  filesystem_mirror {\n    path = \"/captf/providers\"\n  }\n}\n"
+	if string(data) != want {
+		t.Errorf("cli.tfrc =\n%s\nwant\n%s", data, want)
 	}
 }
 
