@@ -30,11 +30,12 @@ const (
 // module; OpenTofu reads it only in the root module's directory, where the runner copies it.
 const lockFileName = ".terraform.lock.hcl"
 
-// copyModuleLock copies the module's dependency lock file into the root directory and reports
-// whether there was one.
-func copyModuleLock(module, root string) (bool, error) {
+// CopyModuleLock copies the module's dependency lock file into the root directory and reports
+// whether there was one; init must then leave it as it is (-lockfile=readonly). The lock file
+// itself must be a regular file, not a link.
+func CopyModuleLock(module, root string) (bool, error) {
 	src := filepath.Join(module, lockFileName)
-	info, err := os.Stat(src)
+	info, err := os.Lstat(src)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return false, nil
@@ -190,16 +191,18 @@ func copyFile(src, dst string, mode os.FileMode) error {
 	return nil
 }
 
-// writeCLIConfig writes a CLI configuration that installs providers from the mirror only: with
-// a provider_installation block that names only a filesystem mirror, direct installation is
-// off, so a run never downloads a provider the image did not ship.
+// MirrorOnlyCLIConfig is the CLI configuration that installs providers from the filesystem
+// mirror at mirror only: with a provider_installation block that names only that mirror, direct
+// installation is off, so a run never downloads a provider the image did not ship. It is what
+// the runner writes for an image's mirror, and what hack/modulecheck checks a module with.
+func MirrorOnlyCLIConfig(mirror string) string {
+	quoted, _ := json.Marshal(mirror) // an HCL string literal is a JSON string here; a string always marshals
+	return fmt.Sprintf("provider_installation {\n  filesystem_mirror {\n    path = %s\n  }\n}\n", quoted)
+}
+
+// writeCLIConfig writes MirrorOnlyCLIConfig(mirror) to path.
 func writeCLIConfig(path, mirror string) error {
-	quoted, err := json.Marshal(mirror) // an HCL string literal is a JSON string here
-	if err != nil {
-		return err
-	}
-	doc := fmt.Sprintf("provider_installation {\n  filesystem_mirror {\n    path = %s\n  }\n}\n", quoted)
-	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(MirrorOnlyCLIConfig(mirror)), 0o600); err != nil {
 		return fmt.Errorf("writing the CLI configuration: %w", err)
 	}
 	return nil

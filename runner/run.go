@@ -234,7 +234,7 @@ func (r *runner) prepare() error {
 	if err := copyConfig(r.o.Config, r.rootDir); err != nil {
 		return err
 	}
-	if r.lockPinned, err = copyModuleLock(r.o.Module, r.rootDir); err != nil {
+	if r.lockPinned, err = CopyModuleLock(r.o.Module, r.rootDir); err != nil {
 		return err
 	}
 	if r.lockPinned {

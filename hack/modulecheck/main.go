@@ -24,12 +24,13 @@ import (
 
 	"github.com/captf/captf/controller/contract"
 	"github.com/captf/captf/controller/inputs"
+	"github.com/captf/captf/runner"
 )
 
 func main() {
 	role := flag.String("role", "", "the module's role: cluster, machine or machinepool")
 	module := flag.String("module", "", "the module directory")
-	providers := flag.String("providers", "", "the provider mirror the image ships (an unpacked filesystem mirror); empty: the module needs no provider")
+	providers := flag.String("providers", "", "the provider mirror the image ships (a filesystem mirror); empty: the module must need no provider")
 	variables := flag.String("variables", "{}", "the object's spec.variables, as JSON")
 	tofu := flag.String("tofu", "tofu", "the OpenTofu binary")
 	flag.Parse()
@@ -67,22 +68,30 @@ func run(role contract.Role, module, providers, variables, tofu string, out io.W
 	if err := writeRoot(dir, role, module, variables); err != nil {
 		return err
 	}
-	env := append(os.Environ(), "TF_IN_AUTOMATION=1", "TF_DATA_DIR="+filepath.Join(dir, ".terraform"))
-	if providers != "" {
-		cli, err := mirrorOnly(dir, providers)
-		if err != nil {
+	// Providers come from the mirror only, as in a run; without one, from an empty mirror, so a
+	// module that needs a provider fails. Nothing of the caller's OpenTofu configuration counts.
+	if providers == "" {
+		providers = filepath.Join(dir, "no-providers")
+		if err := os.Mkdir(providers, 0o700); err != nil {
 			return err
 		}
-		env = append(env, "TF_CLI_CONFIG_FILE="+cli)
 	}
-	initArgs := []string{"init", "-input=false", "-backend=false"}
-	if lock, err := os.ReadFile(filepath.Join(module, ".terraform.lock.hcl")); err == nil {
-		if err := os.WriteFile(filepath.Join(dir, ".terraform.lock.hcl"), lock, 0o600); err != nil {
-			return err
-		}
-		initArgs = append(initArgs, "-lockfile=readonly")
-	} else if !errors.Is(err, os.ErrNotExist) {
+	if providers, err = filepath.Abs(providers); err != nil {
 		return err
+	}
+	cli := filepath.Join(dir, "cli.tfrc")
+	if err := os.WriteFile(cli, []byte(runner.MirrorOnlyCLIConfig(providers)), 0o600); err != nil {
+		return err
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1",
+		"TF_DATA_DIR=" + filepath.Join(dir, ".terraform"), "TF_CLI_CONFIG_FILE=" + cli}
+	initArgs := []string{"init", "-input=false", "-backend=false"}
+	pinned, err := runner.CopyModuleLock(module, dir)
+	if err != nil {
+		return err
+	}
+	if pinned {
+		initArgs = append(initArgs, "-lockfile=readonly")
 	}
 	for _, args := range [][]string{initArgs, {"validate"}} {
 		cmd := exec.Command(tofu, append(args, "-no-color")...)
@@ -120,20 +129,4 @@ func writeRoot(dir string, role contract.Role, module, variables string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, inputs.VarsFile), rendered.Vars, 0o600)
-}
-
-// mirrorOnly writes a CLI configuration that installs providers from the mirror only, as the
-// runner's for an image's mirror.
-func mirrorOnly(dir, mirror string) (string, error) {
-	abs, err := filepath.Abs(mirror)
-	if err != nil {
-		return "", err
-	}
-	quoted, err := json.Marshal(abs)
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "cli.tfrc")
-	doc := fmt.Sprintf("provider_installation {\n  filesystem_mirror {\n    path = %s\n  }\n}\n", quoted)
-	return path, os.WriteFile(path, []byte(doc), 0o600)
 }

@@ -35,6 +35,7 @@ func TestModuleCheck(t *testing.T) {
 		{name: "the sample no-op module needs no provider", role: contract.RoleCluster, module: same(filepath.Join("..", "..", "artifacts", "samples", "modules", "noop")), providers: ""},
 		{name: "a module lacking a contract input of its role fails", role: contract.RoleMachinePool, module: same(sample), providers: mirror, fails: "Extraneous JSON object property"},
 		{name: "a module lacking an output of its role fails", role: contract.RoleMachine, module: edited(sample, "main.tf", "output \"interruptible\"", "output \"spot\""), providers: mirror, fails: "Unsupported attribute"},
+		{name: "a module that needs providers fails without a mirror", role: contract.RoleMachine, module: same(sample), providers: "", fails: "Failed to query available provider packages"},
 		{name: "a provider the mirror lacks fails", role: contract.RoleMachine, module: same(sample), providers: t.TempDir(), fails: "Failed to query available provider packages"},
 		{name: "a provider that differs from the lock file fails", role: contract.RoleMachine, module: edited(sample, ".terraform.lock.hcl", "h1:vvPubUBPWCbZXJtqdbnNm5a/8OS7OJ0IWwFlMHx0M1c=", "h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="), providers: mirror, fails: "doesn't match any of the checksums"},
 	} {
