@@ -75,8 +75,8 @@ const nudgeAfter = 5 * time.Second
 
 // RunLocalNodes registers a Node (RegisterNode) for every Machine of the namespace that has a
 // provider ID and is not being deleted, and for every provider ID of a MachinePool's list, once
-// per provider ID, as the machine's kubelet would on joining, until ctx ends; then it deletes the Nodes it registered that are left and returns the
-// first error it met, if any. It never
+// per provider ID, as the machine's kubelet would on joining, until ctx ends; then it deletes
+// the Nodes it registered that are left and returns the first error it met, if any. It never
 // changes a Node it registered, so a test may make one unhealthy, and never registers one again
 // after Cluster API deleted it with its Machine.
 //
@@ -124,9 +124,6 @@ func (l *localNodes) look(ctx context.Context) error {
 		return fmt.Errorf("listing Machines: %w", err)
 	}
 	now := time.Now()
-	if err := l.registerPoolMembers(ctx); err != nil {
-		return err
-	}
 	for i := range machines.Items {
 		m := &machines.Items[i]
 		id := m.Spec.ProviderID
@@ -147,7 +144,8 @@ func (l *localNodes) look(ctx context.Context) error {
 			l.nudged[id] = now
 		}
 	}
-	return nil
+	// Pools after machines: a cluster without the MachinePool kind still gets its Machines' Nodes.
+	return l.registerPoolMembers(ctx)
 }
 
 // register registers the Node of a provider ID.
