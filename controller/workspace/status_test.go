@@ -570,8 +570,19 @@ func TestHealthVerdicts(t *testing.T) {
 			if ok != row.known || v.status != row.status || v.reason != row.reason || v.reading != row.reading {
 				t.Fatalf("verdict %+v (known %v), want %s/%s reading %d (known %v)", v, ok, row.status, row.reason, row.reading, row.known)
 			}
+			// Both readers of the verdict: the condition setHealth writes, and remediation.
 			d := contract.Decoded{Valid: map[string]bool{contract.OutputHealth: true}}
 			d.Outputs.Health = &row.health
+			var s infrav1.WorkspaceStatus
+			setHealth(&s, at, d)
+			c := conditions.Get(s.Conditions, conditions.InfrastructureHealthy)
+			wantStatus, wantReason := row.status, row.reason
+			if !row.known {
+				wantStatus, wantReason = metav1.ConditionUnknown, conditions.ReasonHealthUnknown
+			}
+			if c == nil || c.Status != wantStatus || c.Reason != wantReason {
+				t.Fatalf("InfrastructureHealthy %+v, want %s/%s", c, wantStatus, wantReason)
+			}
 			if got := healthReadingOf(d); got != row.reading {
 				t.Fatalf("remediation reads %d, want %d", got, row.reading)
 			}
