@@ -64,7 +64,7 @@ $(BIN)/tofu: hack/tools/tofu/go.mod hack/tools/tofu/go.sum
 
 # Static, as a module image holds them, and reproducible: the sample machine module's lock file
 # pins their hashes, so the toolchain is pinned too.
-PROVIDER_BUILD := CGO_ENABLED=0 GOTOOLCHAIN=go1.26.8
+PROVIDER_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=amd64 GOTOOLCHAIN=go1.26.8
 $(PROVIDER_MIRROR)/time/%: hack/tools/providers/time/go.mod hack/tools/providers/time/go.sum
 	@mkdir -p $(dir $@)
 	cd hack/tools/providers/time && $(PROVIDER_BUILD) $(GO) build -trimpath -ldflags '-s -w -buildid=' -o $@ github.com/hashicorp/terraform-provider-time

@@ -24,6 +24,7 @@ import (
 	"github.com/captf/captf/controller/inputs"
 	"github.com/captf/captf/controller/jobspec"
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/runner"
 	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/system"
 	"github.com/captf/captf/test/testenv"
@@ -84,7 +85,11 @@ func benchCaptf(b *testing.B, n int) {
 		}
 	}
 	b.StopTimer()
-	reportInit(b, appliesInit(b, s))
+	seconds := appliesInit(b, s)
+	if len(seconds) != n*b.N {
+		b.Fatalf("%d applies timed, want one per machine (%d)", len(seconds), n*b.N)
+	}
+	reportInit(b, seconds)
 }
 
 // appliesInit returns the init step's seconds of every apply of the namespace, from the
@@ -137,8 +142,7 @@ func benchDirect(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	cli := filepath.Join(b.TempDir(), "cli.tfrc")
-	mirror, _ := json.Marshal(filepath.Join(bin, "providers"))
-	if err := os.WriteFile(cli, []byte(fmt.Sprintf("provider_installation {\n  filesystem_mirror {\n    path = %s\n  }\n}\n", mirror)), 0o600); err != nil {
+	if err := os.WriteFile(cli, []byte(runner.MirrorOnlyCLIConfig(filepath.Join(bin, "providers"))), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	tofu := filepath.Join(bin, testenv.TofuBinary)

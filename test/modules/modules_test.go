@@ -65,7 +65,10 @@ func TestANetworkMirrorIsTheOnlyProviderSource(t *testing.T) {
 	// The same module, in an image without a provider mirror but with the mirror's CA.
 	module := t.TempDir()
 	copyDir(t, filepath.Join(s.Sys.Env.RepoRoot, "artifacts", "samples", "modules", "machine"), module)
-	if err := os.WriteFile(filepath.Join(module, "mirror-ca.pem"), mirror.CAPEM(), 0o644); err != nil {
+	if err := os.Mkdir(filepath.Join(module, "ca"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(module, "ca", "mirror.pem"), mirror.CAPEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	image := "ghcr.io/captf/captf-test-network-mirror:" + s.NS
@@ -88,7 +91,8 @@ func TestANetworkMirrorIsTheOnlyProviderSource(t *testing.T) {
 	}
 	m := machine(s, "web-0", image, behind(trap), func(m *infrav1.TerraformMachine) {
 		m.Spec.Jobs.CLIConfigSecretRef = &infrav1.SourceReference{Name: cli.Name}
-		m.Spec.Jobs.Env = append(m.Spec.Jobs.Env, corev1.EnvVar{Name: "SSL_CERT_FILE", Value: "/captf/module/mirror-ca.pem"})
+		// A directory of certificates adds to the system's roots; SSL_CERT_FILE would replace them.
+		m.Spec.Jobs.Env = append(m.Spec.Jobs.Env, corev1.EnvVar{Name: "SSL_CERT_DIR", Value: "/captf/module/ca"})
 	})
 	// The proxy sees what reaches beyond loopback: the same image without the CLI configuration
 	// asks the public registry for its providers, through its own proxy, and gets nothing.
