@@ -11,19 +11,11 @@ package providermirror
 import (
 	"archive/zip"
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"io/fs"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -56,29 +48,26 @@ type archive struct {
 	err  error
 }
 
-// Start serves the unpacked mirror dir over HTTPS on 127.0.0.1 with a certificate from a fresh CA.
+// Start serves the unpacked mirror dir over HTTPS on 127.0.0.1 with httptest's certificate.
 func Start(dir string) (*Mirror, error) {
 	if info, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("provider mirror: %w", err)
 	} else if !info.IsDir() {
 		return nil, fmt.Errorf("provider mirror: %s is not a directory", dir)
 	}
-	cert, caPEM, err := newServingCert()
-	if err != nil {
-		return nil, err
-	}
-	m := &Mirror{dir: dir, caPEM: caPEM, archives: map[string]*archive{}}
-	m.srv = httptest.NewUnstartedServer(http.HandlerFunc(m.serve))
-	m.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	m.srv.StartTLS()
+	m := &Mirror{dir: dir, archives: map[string]*archive{}}
+	// httptest's certificate is its own CA, valid for the loopback addresses: trusting it is
+	// trusting the mirror.
+	m.srv = httptest.NewTLSServer(http.HandlerFunc(m.serve))
+	m.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: m.srv.Certificate().Raw})
 	return m, nil
 }
 
 // URL is the mirror's base URL, with the trailing slash the protocol requires.
 func (m *Mirror) URL() string { return m.srv.URL + "/" }
 
-// CAPEM is the certificate of the CA that signed the mirror's certificate, PEM encoded: the file
-// SSL_CERT_FILE names for OpenTofu to trust the mirror.
+// CAPEM is the certificate that makes a client trust the mirror, PEM encoded: a file in the
+// directory SSL_CERT_DIR names, for OpenTofu.
 func (m *Mirror) CAPEM() []byte { return slices.Clone(m.caPEM) }
 
 // Requests returns the path of every request the mirror answered, found or not, in order.
@@ -298,64 +287,4 @@ func subdirs(dir string) []string {
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// newServingCert makes a fresh CA and a certificate it signs for the loopback addresses, and
-// returns the serving pair and the CA in PEM. The repository's other certificate helpers either
-// are private to their package (test/testenv) or issue DNS names only (registry/servingcert),
-// and the protocol's clients reach the mirror at 127.0.0.1.
-func newServingCert() (tls.Certificate, []byte, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: "captf test provider mirror CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, ca, err := sign(caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	leafTmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		DNSNames:    []string{"localhost"},
-		NotBefore:   caTmpl.NotBefore,
-		NotAfter:    caTmpl.NotAfter,
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	leafDER, leaf, err := sign(leafTmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	cert := tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key, Leaf: leaf}
-	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
-}
-
-func sign(tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, signer *ecdsa.PrivateKey) ([]byte, *x509.Certificate, error) {
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl.SerialNumber = serial
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, signer)
-	if err != nil {
-		return nil, nil, fmt.Errorf("signing the certificate of %q: %w", tmpl.Subject.CommonName, err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, nil, err
-	}
-	return der, cert, nil
 }

@@ -64,7 +64,7 @@ func start(t *testing.T, dir string) *Mirror {
 	return m
 }
 
-// client trusts only the mirror's CA, as OpenTofu does with SSL_CERT_FILE.
+// client trusts only the mirror's certificate, as OpenTofu does with SSL_CERT_FILE naming it.
 func client(t *testing.T, m *Mirror) *http.Client {
 	t.Helper()
 	pool := x509.NewCertPool()
