@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/captf/captf/controller"
+	"github.com/captf/captf/test/capitest"
 	"github.com/captf/captf/test/system"
 	"github.com/captf/captf/test/testenv"
 )
@@ -76,6 +77,7 @@ func run() error {
 	if err := stand.workloadKubeconfig(ctx); err != nil {
 		return err
 	}
+	go func() { _ = capitest.RunLocalNodes(ctx, c, sampleNamespace) }()
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, stand.provisioned); err != nil {
 		return fmt.Errorf("the sample cluster was not provisioned: %w\ncontroller log: %s", err, sys.Log("controller"))
 	}

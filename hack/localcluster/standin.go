@@ -22,9 +22,9 @@ const (
 	sampleMachines     = 3
 )
 
-// standIn plays what the no-op module cannot boot, so that Cluster API's kubeadm bootstrap
-// provider (CABPK) gives the sample's workers real join data: the workload cluster and the
-// control plane machine's kubelet. The local kube-apiserver is the workload cluster.
+// standIn plays what the sample modules cannot boot, so that Cluster API's kubeadm bootstrap
+// provider (CABPK) gives the sample's workers real join data: the workload cluster (the local
+// kube-apiserver) and, with capitest.RunLocalNodes, the machines' kubelets.
 type standIn struct {
 	c client.Client
 	// kubeconfig is the local admin kubeconfig.
@@ -59,9 +59,8 @@ func (s *standIn) workloadKubeconfig(ctx context.Context) error {
 	return nil
 }
 
-// provisioned stands in for the control plane machine's kubelet once the machine is
-// provisioned, and reports whether every Machine of the sample has its provider ID and the
-// bootstrap data of its KubeadmConfig.
+// provisioned reports whether every Machine of the sample has its provider ID and the bootstrap
+// data of its KubeadmConfig, and nudges the Cluster until its control plane is initialized.
 func (s *standIn) provisioned(ctx context.Context) (bool, error) {
 	s.polls++
 	var machines clusterv1.MachineList
@@ -71,8 +70,8 @@ func (s *standIn) provisioned(ctx context.Context) (bool, error) {
 	done := 0
 	for i := range machines.Items {
 		m := &machines.Items[i]
-		if m.Name == sampleControlPlane {
-			if err := s.controlPlaneNode(ctx, m); err != nil {
+		if m.Name == sampleControlPlane && m.Status.NodeRef.IsDefined() {
+			if err := s.nudgeCluster(ctx); err != nil {
 				return false, err
 			}
 		}
@@ -87,29 +86,9 @@ func (s *standIn) provisioned(ctx context.Context) (bool, error) {
 	return done == sampleMachines, nil
 }
 
-// controlPlaneNode creates the Node that the kubelet `kubeadm init` starts would register, with
-// the provider ID the module returned: Cluster API then takes the control plane as initialized
-// and CABPK writes the workers' join data. Cluster API maps a new Node to its Machine through
-// its cached provider IDs, so a Node made just as the provider ID lands can go unseen until a
-// resync minutes later; a touch of the Machine and the Cluster has it look again.
-func (s *standIn) controlPlaneNode(ctx context.Context, m *clusterv1.Machine) error {
-	switch {
-	case m.Spec.ProviderID == "":
-		return nil
-	case m.Status.NodeRef.IsDefined():
-		return s.nudgeCluster(ctx)
-	}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.Name}, Spec: corev1.NodeSpec{ProviderID: m.Spec.ProviderID}}
-	if err := s.c.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("registering the control plane's Node: %w", err)
-	}
-	if s.polls%8 == 0 {
-		return nudge(ctx, s.c, m, s.polls)
-	}
-	return nil
-}
-
-// nudgeCluster touches the Cluster now and then until its control plane is initialized.
+// nudgeCluster touches the Cluster now and then until its control plane is initialized: Cluster
+// API marks a Cluster with stand-alone control plane machines initialized from their Nodes, but
+// may not look again for minutes after the Node lands.
 func (s *standIn) nudgeCluster(ctx context.Context) error {
 	if s.polls%8 != 0 {
 		return nil
@@ -121,12 +100,8 @@ func (s *standIn) nudgeCluster(ctx context.Context) error {
 	if meta.IsStatusConditionTrue(cluster.Status.Conditions, clusterv1.ClusterControlPlaneInitializedCondition) {
 		return nil
 	}
-	return nudge(ctx, s.c, &cluster, s.polls)
-}
-
-func nudge(ctx context.Context, c client.Client, obj client.Object, n int) error {
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{"localcluster.captf.io/nudge":"%d"}}}`, n)
-	return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{"localcluster.captf.io/nudge":"%d"}}}`, s.polls)
+	return s.c.Patch(ctx, &cluster, client.RawPatch(types.MergePatchType, []byte(patch)))
 }
 
 // bootstrappedByKubeadm reports whether the Machine's bootstrap data Secret is the one its
