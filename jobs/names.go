@@ -296,6 +296,12 @@ func RunLeaseName(stateSecretSuffix string) string {
 	return "captf-run-" + stateSecretSuffix
 }
 
+// StatePartsRoleName returns captf-runner-<state suffix>-parts, the Role and RoleBinding that
+// let the object's runner identity use its state parts once its state needs them.
+func StatePartsRoleName(stateSecretSuffix string) string {
+	return RunnerIdentityName(stateSecretSuffix) + "-parts"
+}
+
 // RunnerIdentityName returns captf-runner-<state suffix>, the name of the ServiceAccount, Role
 // and RoleBinding a run of the object uses by default. One identity per object lets RBAC name the
 // only state Secret and lock Lease it may touch.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -36,8 +37,14 @@ var secretListPath = regexp.MustCompile(`^/api/v1/namespaces/[^/]+/secrets/?$`)
 // emptySecretList is the runner's answer to the backend's list of Secrets.
 const emptySecretList = `{"kind":"SecretList","apiVersion":"v1","metadata":{},"items":[]}`
 
+// statePartsWait bounds how long a state write waits for the controller to create the parts it
+// asked for; the controller creates them in its next pass, woken by the request.
+const statePartsWait = 2 * time.Minute
+
 // stateAPI serves the kubernetes backend on loopback and forwards its requests to the API
-// server under the pod's identity, with one exception: a list of Secrets. The backend lists the
+// server under the pod's identity, with two exceptions: its state Secret, whose reads and writes
+// it serves itself so that a state larger than one Secret is kept in parts (stateParts), and a
+// list of Secrets. The backend lists the
 // Secrets labelled tfstate=true only to name the workspaces besides "default", which it always
 // reports and which is the only one captf uses. A run's identity may only get and update its own
 // state Secret and lock Lease by name, and RBAC cannot limit a list to one object, so the list
@@ -127,6 +134,11 @@ func newStateAPIHandler(upstream *rest.Config) (http.Handler, error) {
 	if host.Path != "" && host.Path != "/" {
 		return nil, errors.New("an API server URL with a path is not supported")
 	}
+	clientset, err := kubernetes.NewForConfig(upstream)
+	if err != nil {
+		return nil, err
+	}
+	parts := &stateParts{client: clientset, partsWait: statePartsWait, poll: time.Second}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(&url.URL{Scheme: host.Scheme, Host: host.Host})
@@ -139,6 +151,10 @@ func newStateAPIHandler(upstream *rest.Config) (http.Handler, error) {
 		if r.Method == http.MethodGet && secretListPath.MatchString(r.URL.Path) && r.URL.Query().Get("watch") == "" {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(emptySecretList))
+			return
+		}
+		if namespace, suffix, ok := stateSecretOf(r); ok {
+			parts.serve(w, r, namespace, suffix)
 			return
 		}
 		proxy.ServeHTTP(w, r)

@@ -111,14 +111,18 @@ func TestStateAPIRequests(t *testing.T) {
 	}{
 		{"the backend's list of Secrets is answered empty and never reaches the API server", "GET", "/api/v1/namespaces/ns/secrets?labelSelector=tfstate%3Dtrue", false, emptySecretList},
 		{"its own state Secret is read from the API server", "GET", "/api/v1/namespaces/ns/secrets/tfstate-default-s", true, "upstream"},
-		{"its state Secret is written to the API server", "PUT", "/api/v1/namespaces/ns/secrets/tfstate-default-s", true, "upstream"},
+		{"its state Secret, small enough for one Secret, is written to the API server as sent", "PUT", "/api/v1/namespaces/ns/secrets/tfstate-default-s", true, "upstream"},
 		{"its lock Lease is read from the API server", "GET", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/lock-tfstate-default-s", true, "upstream"},
 		{"a watch of Secrets is not a list and goes to the API server, which judges it", "GET", "/api/v1/namespaces/ns/secrets?watch=true", true, "upstream"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before, _ := up.seen()
-			req, err := http.NewRequest(tt.method, loopback.Host+tt.path, strings.NewReader("{}"))
+			sent := "{}"
+			if tt.method == "PUT" {
+				sent = `{"kind":"Secret","apiVersion":"v1","metadata":{"name":"tfstate-default-s","namespace":"ns"},"data":{"tfstate":"c21hbGw="}}`
+			}
+			req, err := http.NewRequest(tt.method, loopback.Host+tt.path, strings.NewReader(sent))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,12 +5,18 @@ package state
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/captf/captf/jobs"
 )
 
 // Workspace is the only backend workspace captf uses.
@@ -59,6 +65,9 @@ var (
 	// ErrTooLarge is ErrCorrupt too: a Secret that large is a gzip bomb rather than a state the
 	// backend wrote, and StateReadable reports it as corrupt.
 	ErrTooLarge = errors.New("state is too large")
+	// ErrPartsUnreadable: a part of a state kept in parts could not be read; the read is to be
+	// retried, the state is not known to be wrong.
+	ErrPartsUnreadable = errors.New("state parts cannot be read")
 )
 
 // State is what the controller needs to know of a state.
@@ -93,14 +102,23 @@ type stateFile struct {
 	} `json:"resources"`
 }
 
-// Read reads the state from its Secret; a nil Secret is no state.
-func Read(secret *corev1.Secret) (State, error) {
+// Read reads the state from its Secret, joining a state kept in parts (jobs.StateParts) from
+// reader; a nil Secret is no state. A part that cannot be read for another reason than its
+// absence is ErrPartsUnreadable, a failed read rather than a state error.
+func Read(ctx context.Context, reader client.Reader, secret *corev1.Secret) (State, error) {
 	if secret == nil {
 		return State{}, nil
 	}
 	raw, ok := secret.Data[dataKey]
 	if !ok {
 		return State{}, nil
+	}
+	if manifest, ok := jobs.StatePartsOf(raw); ok {
+		joined, err := joinParts(ctx, reader, secret, manifest)
+		if err != nil {
+			return State{}, err
+		}
+		raw = joined
 	}
 	gz, err := gzip.NewReader(bytes.NewReader(raw))
 	if err != nil {
@@ -114,6 +132,32 @@ func Read(secret *corev1.Secret) (State, error) {
 		return State{}, fmt.Errorf("%w: %w: it decompresses to more than %d MiB", ErrCorrupt, ErrTooLarge, maxStateBytes>>20)
 	}
 	return Parse(data, secret.Annotations[InputsHashAnnotation])
+}
+
+// joinParts reads the parts a head's manifest names and checks them against it. A missing part
+// or one that does not match is a corrupt state: the runner writes every part before the head
+// that names them, so only a lost part or one written behind its back gives either.
+func joinParts(ctx context.Context, reader client.Reader, head *corev1.Secret, manifest jobs.StateParts) ([]byte, error) {
+	if err := manifest.Valid(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	suffix := strings.TrimPrefix(head.Name, SecretName(""))
+	var joined []byte
+	for i := range manifest.Count {
+		var part corev1.Secret
+		name := jobs.StatePartName(suffix, manifest.Slot, i)
+		switch err := reader.Get(ctx, client.ObjectKey{Namespace: head.Namespace, Name: name}, &part); {
+		case apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("%w: state part %s is missing", ErrCorrupt, name)
+		case err != nil:
+			return nil, fmt.Errorf("%w: %s: %w", ErrPartsUnreadable, name, err)
+		}
+		joined = append(joined, part.Data[dataKey]...)
+	}
+	if err := manifest.Check(joined); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return joined, nil
 }
 
 // Parse reads a decompressed state document.

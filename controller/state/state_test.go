@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -38,7 +39,7 @@ func TestRead(t *testing.T) {
 		{"a state of another format version is unsupported", secret(t, []byte(`{"version":3}`), ""), ErrUnsupportedVersion, false, 0, ""},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
-			s, err := Read(tc.secret)
+			s, err := Read(context.Background(), nil, tc.secret)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
@@ -82,7 +83,7 @@ func TestReadBoundsTheDecompressedState(t *testing.T) {
 		}, []error{ErrCorrupt}},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
-			s, err := Read(tc.secret(t))
+			s, err := Read(context.Background(), nil, tc.secret(t))
 			for _, want := range tc.wantErr {
 				if !errors.Is(err, want) {
 					t.Errorf("err = %v, want %v", err, want)
@@ -136,7 +137,7 @@ func gzipStream(t *testing.T, n int, head []byte, level int) []byte {
 }
 
 func TestReadKeepsSerialLineageAndOutputs(t *testing.T) {
-	s, err := Read(secret(t, []byte(appliedState), ""))
+	s, err := Read(context.Background(), nil, secret(t, []byte(appliedState), ""))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 
 var leaseRelease = lease.Release
 
-// cleanup deletes what the object's runs left once nothing is left to destroy: the state and
-// its lock, the durable inputs, the plan key and the run Lease. Jobs and their per-run Secrets
+// cleanup deletes what the object's runs left once nothing is left to destroy: the state, its
+// parts and its lock, the durable inputs, the plan key and the run Lease. Jobs and their per-run Secrets
 // go with the object through their owner references.
 func (p *pass) cleanup(ctx context.Context) error {
 	ns := p.obj.GetNamespace()
@@ -30,6 +30,7 @@ func (p *pass) cleanup(ctx context.Context) error {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: jobs.PlanKeySecretName(p.r.Kind, p.obj.GetName())}},
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: jobs.RunLeaseName(suffix)}},
 	}
+	objects = append(objects, p.statePartObjects(ctx)...)
 	for _, o := range objects {
 		if err := p.r.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("cleaning up %s: %w", o.GetName(), err)

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -169,7 +170,10 @@ func (r *Reconciler) readState(ctx context.Context, reader client.Reader, f *Fac
 			// The memo then keeps the metadata cache's strings, not copies of its own.
 			f.stateKey, f.stateVersion = types.NamespacedName{Namespace: cached.Namespace, Name: cached.Name}, cached.ResourceVersion
 		}
-		st, stateErr = state.Read(&stateSecret)
+		st, stateErr = state.Read(ctx, reader, &stateSecret)
+		if errors.Is(stateErr, state.ErrPartsUnreadable) {
+			return state.State{}, nil, fmt.Errorf("reading the state: %w", stateErr)
+		}
 		return st, stateErr, nil
 	case apierrors.IsNotFound(err):
 		return st, nil, nil

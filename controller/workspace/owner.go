@@ -3,6 +3,7 @@ package workspace
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -327,7 +328,10 @@ func clusterExports(ctx context.Context, reader client.Reader, namespace, name s
 	case err != nil:
 		return nil, nil, "", fmt.Errorf("reading the state of TerraformCluster %s: %w", name, err)
 	}
-	st, err := state.Read(&secret)
+	st, err := state.Read(ctx, reader, &secret)
+	if errors.Is(err, state.ErrPartsUnreadable) {
+		return nil, nil, "", fmt.Errorf("reading the state of TerraformCluster %s: %w", name, err)
+	}
 	if err != nil || st.InputsHash == "" {
 		return nil, nil, "its state is not applied or cannot be read", nil
 	}

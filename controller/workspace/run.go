@@ -44,6 +44,10 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	p.reportPause(pause)
+	// A running Job may be waiting for state parts, paused or not.
+	if err := p.provideStateParts(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	if res, running, err := p.followActiveJob(ctx); running || err != nil {
 		return res, err
 	}

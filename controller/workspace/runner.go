@@ -183,10 +183,7 @@ func (p *pass) ensureRunnerIdentity(ctx context.Context) error {
 	ns, suffix := p.obj.GetNamespace(), p.stateSuffix()
 	backendLabels := p.backendLabels()
 	owned := []metav1.OwnerReference{p.ownerRef(false)}
-	wanted := []struct {
-		obj client.Object
-		gvk schema.GroupVersionKind
-	}{
+	wanted := []wantedObject{
 		{&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: state.SecretName(suffix), Namespace: ns, Labels: backendLabels, Annotations: map[string]string{"encoding": "gzip"}},
 			Type:       corev1.SecretTypeOpaque,
@@ -199,10 +196,7 @@ func (p *pass) ensureRunnerIdentity(ctx context.Context) error {
 		meta := func() metav1.ObjectMeta {
 			return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, OwnerReferences: owned}
 		}
-		wanted = append(wanted, []struct {
-			obj client.Object
-			gvk schema.GroupVersionKind
-		}{
+		wanted = append(wanted, []wantedObject{
 			{&corev1.ServiceAccount{ObjectMeta: meta()}, serviceAccountGVK},
 			{&rbacv1.Role{ObjectMeta: meta(), Rules: RunnerRules(suffix)}, roleGVK},
 			{&rbacv1.RoleBinding{
@@ -212,6 +206,17 @@ func (p *pass) ensureRunnerIdentity(ctx context.Context) error {
 			}, roleBindingGVK},
 		}...)
 	}
+	return p.createMissing(ctx, wanted)
+}
+
+// wantedObject is an object a pass makes sure exists, and the kind its metadata is cached as.
+type wantedObject struct {
+	obj client.Object
+	gvk schema.GroupVersionKind
+}
+
+// createMissing creates the wanted objects the metadata cache does not hold.
+func (p *pass) createMissing(ctx context.Context, wanted []wantedObject) error {
 	for _, w := range wanted {
 		obj := w.obj
 		if _, found, err := cachedMetadata(ctx, p.r.Metadata, w.gvk, client.ObjectKeyFromObject(obj)); err == nil && found {

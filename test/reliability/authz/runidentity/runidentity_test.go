@@ -82,6 +82,16 @@ func TestARunReachesOnlyItsOwnState(t *testing.T) {
 		}
 	}
 
+	// Both objects' runs ask for state parts, as a run whose state outgrows one Secret does.
+	for _, suffix := range []string{ownSuffix, otherSuffix} {
+		lease := leaseAsAdminOf(t, s, kube, state.LockLeaseName(suffix))
+		lease.Annotations = map[string]string{jobs.AnnotationStatePartsWanted: "1"}
+		if _, err := kube.CoordinationV1().Leases(s.NS).Update(s.Ctx, lease, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ownPart, otherPart := jobs.StatePartName(ownSuffix, "a", 0), jobs.StatePartName(otherSuffix, "a", 0)
+
 	// The identity the pod had, as the API server authenticates a pod's ServiceAccount token.
 	config := rest.CopyConfig(s.Sys.Env.Config)
 	config.Impersonate = rest.ImpersonationConfig{
@@ -105,6 +115,11 @@ func TestARunReachesOnlyItsOwnState(t *testing.T) {
 		return lease
 	}
 	ctx := s.Ctx
+	s.Eventually("the controller gives the run its state parts and the rights to them", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := secrets.Get(ctx, ownPart, metav1.GetOptions{})
+		_, otherErr := kube.CoreV1().Secrets(s.NS).Get(ctx, otherPart, metav1.GetOptions{})
+		return err == nil && otherErr == nil, nil
+	})
 	tests := []struct {
 		name    string
 		do      func() error
@@ -126,6 +141,26 @@ func TestARunReachesOnlyItsOwnState(t *testing.T) {
 			_, err := leases.Update(ctx, leaseAsAdmin(state.LockLeaseName(ownSuffix)), metav1.UpdateOptions{})
 			return err
 		}, true},
+		{"its own state part is readable", func() error {
+			_, err := secrets.Get(ctx, ownPart, metav1.GetOptions{})
+			return err
+		}, true},
+		{"its own state part is writable", func() error {
+			_, err := secrets.Update(ctx, asAdmin(ownPart), metav1.UpdateOptions{})
+			return err
+		}, true},
+		{"a state part cannot be created, not even of its own names", func() error {
+			_, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: jobs.StatePartName(ownSuffix, "a", jobs.MaxStateParts-1)}}, metav1.CreateOptions{})
+			return err
+		}, false},
+		{"another object's state part is not readable", func() error {
+			_, err := secrets.Get(ctx, otherPart, metav1.GetOptions{})
+			return err
+		}, false},
+		{"another object's state part is not writable", func() error {
+			_, err := secrets.Update(ctx, asAdmin(otherPart), metav1.UpdateOptions{})
+			return err
+		}, false},
 		{"another object's state is not readable", func() error {
 			_, err := secrets.Get(ctx, state.SecretName(otherSuffix), metav1.GetOptions{})
 			return err
@@ -188,4 +223,13 @@ func TestARunReachesOnlyItsOwnState(t *testing.T) {
 		})
 	}
 	t.Logf("FIGURE run identity: %d requests as %s", len(tests), fmt.Sprint(config.Impersonate.UserName))
+}
+
+func leaseAsAdminOf(t *testing.T, s *system.Suite, kube kubernetes.Interface, name string) *coordinationv1.Lease {
+	t.Helper()
+	lease, err := kube.CoordinationV1().Leases(s.NS).Get(s.Ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lease
 }
