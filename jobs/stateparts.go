@@ -55,6 +55,22 @@ func StatePartNames(suffix string) []string {
 	return names
 }
 
+// BackupPartName is the name of chunk i (from 1) of a state backup whose state is larger than
+// one Secret; chunk 0 is in the backup Secret itself.
+func BackupPartName(backup string, i int) string {
+	return ShortenName(backup+"-part-"+strconv.Itoa(i), MaxSecretNameLength)
+}
+
+// SplitPayload splits a state payload into chunks of at most MaxStatePartBytes.
+func SplitPayload(payload []byte) [][]byte {
+	var chunks [][]byte
+	for rest := payload; len(rest) > 0; {
+		n := min(len(rest), MaxStatePartBytes)
+		chunks, rest = append(chunks, rest[:n]), rest[n:]
+	}
+	return chunks
+}
+
 // StateParts is the manifest a head holds in place of a state kept in parts.
 type StateParts struct {
 	// Slot is the slot the parts are in.
@@ -119,10 +135,7 @@ func (p StateParts) Check(joined []byte) error {
 // SplitState splits a gzip'd state payload that is too large to be inline into parts, and
 // returns them with the manifest (gzip'd, as the head holds it) that names them in slot.
 func SplitState(payload []byte, slot string) (parts [][]byte, manifest []byte, err error) {
-	for rest := payload; len(rest) > 0; {
-		n := min(len(rest), MaxStatePartBytes)
-		parts, rest = append(parts, rest[:n]), rest[n:]
-	}
+	parts = SplitPayload(payload)
 	if len(parts) > MaxStateParts {
 		return nil, nil, fmt.Errorf("the state needs %d parts of %d KiB, more than the %d a state may have", len(parts), MaxStatePartBytes>>10, MaxStateParts)
 	}

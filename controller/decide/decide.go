@@ -157,6 +157,9 @@ type Restore struct {
 	InputsHash string
 	// Resources is how many resource instances the backup holds.
 	Resources int
+	// Chunks is how many Secrets the backup's state is in: 1, or more for a state larger than
+	// one Secret.
+	Chunks int
 }
 
 // Decision is what to do now.
@@ -185,6 +188,8 @@ type Decision struct {
 	// instances its backup holds.
 	RestoreSerial    string
 	RestoreResources int
+	// RestoreChunks is how many Secrets the backup's state is in.
+	RestoreChunks int
 	// Replan is the captf.io/replan request a started plan serves: any plan started while the
 	// object carries one is fresher than the request.
 	Replan string
@@ -196,7 +201,7 @@ func Decide(in Input) Decision {
 		return Decision{Reason: JobActive, RequeueAfter: JobActiveRequeue}
 	}
 	if r := in.Restore; r != nil && !restoreFailed(in.Jobs, r.Serial) && (!in.Deleting || in.StateErr != nil) {
-		d := Decision{Op: jobs.OpRestore, Reason: RestoreRequested, RestoreSerial: r.Serial, RestoreResources: r.Resources}
+		d := Decision{Op: jobs.OpRestore, Reason: RestoreRequested, RestoreSerial: r.Serial, RestoreResources: r.Resources, RestoreChunks: r.Chunks}
 		d.Names = jobs.NameSources{BackupInputsHash: r.InputsHash, BackupName: r.BackupName}
 		return d
 	}

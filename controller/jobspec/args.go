@@ -11,9 +11,6 @@ import (
 	"github.com/captf/captf/runner/runflag"
 )
 
-// restoreChunks is how many backup chunks configVolume projects for a restore: restore/0.
-const restoreChunks = 1
-
 // runnerArgs are the arguments of `runner run`.
 func runnerArgs(p Params) []string {
 	lockTimeout := ptr.Deref(p.Policy.LockTimeoutSeconds, DefaultLockTimeoutSeconds)
@@ -53,7 +50,7 @@ func runnerArgs(p Params) []string {
 	}
 	if p.Restore != nil {
 		args = append(args,
-			runflag.Arg(runflag.RestoreChunks, strconv.Itoa(restoreChunks)),
+			runflag.Arg(runflag.RestoreChunks, strconv.Itoa(p.Restore.chunks())),
 			runflag.Arg(runflag.RestoreResources, strconv.Itoa(p.Restore.Resources)))
 	}
 	// The runner redacts the identity's credentials and the policy's variables from Secrets.

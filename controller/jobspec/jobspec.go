@@ -5,6 +5,7 @@
 package jobspec
 
 import (
+	"strconv"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -105,8 +106,11 @@ const CredentialsDir = "/var/run/captf/credentials"
 // Restore is what a restore Job pushes.
 type Restore struct {
 	// Backup is the state backup Secret: its state is projected into the config volume as
-	// the single chunk restore/0, beside the per-run Secret's files.
+	// the chunk restore/0, beside the per-run Secret's files, and chunk i of a larger state
+	// from jobs.BackupPartName(Backup, i) as restore/i.
 	Backup string
+	// Chunks is how many Secrets the backup's state is in; 0 counts as 1.
+	Chunks int
 	// Resources is how many resource instances the backup holds; the runner fails a restore
 	// that lists none while this is positive.
 	Resources int
@@ -233,22 +237,33 @@ func podSpec(p Params) corev1.PodSpec {
 	}
 }
 
-// configVolume is the per-run Secret; a restore also gets the backup's state at restore/0.
+// configVolume is the per-run Secret; a restore also gets the backup's state, in chunks
+// restore/0…n-1.
 func configVolume(p Params) corev1.Volume {
 	if p.Restore == nil {
 		return corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: jobs.RunSecretName(p.Name), DefaultMode: ptr.To[int32](0o440)}}}
 	}
-	return corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+	v := corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		DefaultMode: ptr.To[int32](0o440),
 		Sources: []corev1.VolumeProjection{
 			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: jobs.RunSecretName(p.Name)}}},
-			{Secret: &corev1.SecretProjection{
-				LocalObjectReference: corev1.LocalObjectReference{Name: p.Restore.Backup},
-				Items:                []corev1.KeyToPath{{Key: BackupStateKey, Path: "restore/0"}},
-			}},
 		},
 	}}}
+	for i := range p.Restore.chunks() {
+		name := p.Restore.Backup
+		if i > 0 {
+			name = jobs.BackupPartName(name, i)
+		}
+		v.Projected.Sources = append(v.Projected.Sources, corev1.VolumeProjection{Secret: &corev1.SecretProjection{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name},
+			Items:                []corev1.KeyToPath{{Key: BackupStateKey, Path: "restore/" + strconv.Itoa(i)}},
+		}})
+	}
+	return v
 }
+
+// chunks is how many Secrets the backup's state is in.
+func (r Restore) chunks() int { return max(r.Chunks, 1) }
 
 // BackupStateKey is the data key of a state backup: the state as the kubernetes backend stores it.
 const BackupStateKey = "tfstate"

@@ -109,16 +109,9 @@ func Read(ctx context.Context, reader client.Reader, secret *corev1.Secret) (Sta
 	if secret == nil {
 		return State{}, nil
 	}
-	raw, ok := secret.Data[dataKey]
-	if !ok {
-		return State{}, nil
-	}
-	if manifest, ok := jobs.StatePartsOf(raw); ok {
-		joined, err := joinParts(ctx, reader, secret, manifest)
-		if err != nil {
-			return State{}, err
-		}
-		raw = joined
+	raw, err := Payload(ctx, reader, secret)
+	if err != nil || raw == nil {
+		return State{}, err
 	}
 	gz, err := gzip.NewReader(bytes.NewReader(raw))
 	if err != nil {
@@ -132,6 +125,19 @@ func Read(ctx context.Context, reader client.Reader, secret *corev1.Secret) (Sta
 		return State{}, fmt.Errorf("%w: %w: it decompresses to more than %d MiB", ErrCorrupt, ErrTooLarge, maxStateBytes>>20)
 	}
 	return Parse(data, secret.Annotations[InputsHashAnnotation])
+}
+
+// Payload is the state as the backend stores it (gzip'd JSON) in its Secret, joined from its
+// parts when the head holds a manifest; nil when the Secret holds no state.
+func Payload(ctx context.Context, reader client.Reader, secret *corev1.Secret) ([]byte, error) {
+	raw, ok := secret.Data[dataKey]
+	if !ok {
+		return nil, nil
+	}
+	if manifest, ok := jobs.StatePartsOf(raw); ok {
+		return joinParts(ctx, reader, secret, manifest)
+	}
+	return raw, nil
 }
 
 // joinParts reads the parts a head's manifest names and checks them against it. A missing part

@@ -21,14 +21,19 @@ import (
 
 // Labels and annotations of state backups.
 const (
-	LabelStateBackup           = "captf.io/state-backup"
-	LabelStateBackupSuffix     = "captf.io/state-backup-suffix"
-	AnnotationBackupSerial     = "captf.io/state-backup-serial"
-	AnnotationBackupLineage    = "captf.io/state-backup-lineage"
-	AnnotationBackupTakenAt    = "captf.io/state-backup-taken-at"
-	AnnotationBackupResources  = "captf.io/state-backup-resources"
-	AnnotationBackupSourceJob  = "captf.io/state-backup-source-job"
-	AnnotationBackupDigest     = "captf.io/state-backup-digest"
+	LabelStateBackup          = "captf.io/state-backup"
+	LabelStateBackupSuffix    = "captf.io/state-backup-suffix"
+	AnnotationBackupSerial    = "captf.io/state-backup-serial"
+	AnnotationBackupLineage   = "captf.io/state-backup-lineage"
+	AnnotationBackupTakenAt   = "captf.io/state-backup-taken-at"
+	AnnotationBackupResources = "captf.io/state-backup-resources"
+	AnnotationBackupSourceJob = "captf.io/state-backup-source-job"
+	AnnotationBackupDigest    = "captf.io/state-backup-digest"
+	// AnnotationBackupChunks is how many Secrets a backup's state is in, when more than one:
+	// the backup holds chunk 0 and jobs.BackupPartName names the others.
+	AnnotationBackupChunks = "captf.io/state-backup-chunks"
+	// LabelStateBackupPart marks the Secret of a chunk after the first of a backup.
+	LabelStateBackupPart       = "captf.io/state-backup-part"
 	defaultStateBackupsToKeep  = 5
 	backupNamePrefix           = "captf-state-backup-"
 	restoreRootModule          = `{"terraform":{"backend":{"kubernetes":{}}}}`
@@ -59,8 +64,12 @@ func (p *pass) backupState(ctx context.Context, st state.State, stateSecret *cor
 	}
 	suffix := p.stateSuffix()
 	name := BackupName(suffix, st.Serial)
+	payload, err := state.Payload(ctx, p.r.APIReader, stateSecret)
+	if err != nil {
+		return fmt.Errorf("reading state serial %d to back it up: %w", st.Serial, err)
+	}
 	var existing corev1.Secret
-	err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: name}, &existing)
+	err = p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.obj.GetNamespace(), Name: name}, &existing)
 	switch {
 	case err == nil:
 		status.ObservedStateSerial = st.Serial
@@ -68,23 +77,45 @@ func (p *pass) backupState(ctx context.Context, st state.State, stateSecret *cor
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("reading state backup %s: %w", name, err)
 	}
+	chunks := jobs.SplitPayload(payload)
+	annotations := map[string]string{
+		AnnotationBackupSerial:     strconv.FormatInt(st.Serial, 10),
+		AnnotationBackupLineage:    st.Lineage,
+		AnnotationBackupTakenAt:    p.now.UTC().Format(time.RFC3339),
+		AnnotationBackupResources:  strconv.Itoa(st.Resources),
+		AnnotationBackupDigest:     backupDigest(payload),
+		state.InputsHashAnnotation: st.InputsHash,
+	}
+	if len(chunks) > 1 {
+		annotations[AnnotationBackupChunks] = strconv.Itoa(len(chunks))
+	}
+	// The chunks after the first go first: the backup Secret, created last, exists only whole.
+	for i := 1; i < len(chunks); i++ {
+		labels := p.ownerLabels()
+		labels[LabelStateBackupPart] = "true"
+		labels[LabelStateBackupSuffix] = suffix
+		part := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: jobs.BackupPartName(name, i), Namespace: p.obj.GetNamespace(), Labels: labels,
+				Annotations:     map[string]string{AnnotationBackupSerial: annotations[AnnotationBackupSerial]},
+				OwnerReferences: []metav1.OwnerReference{p.ownerRef(false)},
+			},
+			Data: map[string][]byte{jobspec.BackupStateKey: chunks[i]},
+		}
+		if err := p.r.Client.Create(ctx, part); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("backing up chunk %d of state serial %d: %w", i, st.Serial, err)
+		}
+	}
 	labels := p.ownerLabels()
 	labels[LabelStateBackup] = "true"
 	labels[LabelStateBackupSuffix] = suffix
 	backup := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: p.obj.GetNamespace(), Labels: labels,
-			Annotations: map[string]string{
-				AnnotationBackupSerial:     strconv.FormatInt(st.Serial, 10),
-				AnnotationBackupLineage:    st.Lineage,
-				AnnotationBackupTakenAt:    p.now.UTC().Format(time.RFC3339),
-				AnnotationBackupResources:  strconv.Itoa(st.Resources),
-				AnnotationBackupDigest:     backupDigest(stateSecret.Data[jobspec.BackupStateKey]),
-				state.InputsHashAnnotation: st.InputsHash,
-			},
+			Annotations:     annotations,
 			OwnerReferences: []metav1.OwnerReference{p.ownerRef(false)},
 		},
-		Data: map[string][]byte{jobspec.BackupStateKey: stateSecret.Data[jobspec.BackupStateKey]},
+		Data: map[string][]byte{jobspec.BackupStateKey: chunks[0]},
 	}
 	if err := p.r.Client.Create(ctx, backup); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("backing up state serial %d: %w", st.Serial, err)
@@ -102,19 +133,41 @@ func backupDigest(data []byte) string {
 
 // backupProblem says why a Secret of a backup's name is not a backup this controller took of
 // this object's state, or "" when it is: anyone who may create Secrets can plant one under the
-// name, and restoring it would replace the state with theirs.
-func backupProblem(backup *corev1.Secret, obj client.Object, suffix string) string {
+// name (or a chunk's), and restoring it would replace the state with theirs. It also returns
+// how many Secrets the backup's state is in.
+func backupProblem(ctx context.Context, reader client.Reader, backup *corev1.Secret, obj client.Object, suffix string) (problem string, chunks int, err error) {
 	switch {
 	case backup.Labels[LabelStateBackup] != "true" || backup.Labels[LabelStateBackupSuffix] != suffix:
-		return backup.Name + " is not labeled as a state backup of this object"
+		return backup.Name + " is not labeled as a state backup of this object", 0, nil
 	case !ownedByObject(backup, obj):
-		return backup.Name + " is not owned by this object"
+		return backup.Name + " is not owned by this object", 0, nil
 	case backup.Annotations[AnnotationBackupDigest] == "":
-		return backup.Name + " records no digest of its state"
-	case backup.Annotations[AnnotationBackupDigest] != backupDigest(backup.Data[jobspec.BackupStateKey]):
-		return backup.Name + " does not match the digest it recorded"
+		return backup.Name + " records no digest of its state", 0, nil
 	}
-	return ""
+	chunks = 1
+	if text, ok := backup.Annotations[AnnotationBackupChunks]; ok {
+		if chunks, err = strconv.Atoi(text); err != nil || chunks < 2 || chunks > jobs.MaxStateParts {
+			return fmt.Sprintf("%s records %s=%q, not 2 to %d", backup.Name, AnnotationBackupChunks, text, jobs.MaxStateParts), 0, nil
+		}
+	}
+	joined := backup.Data[jobspec.BackupStateKey]
+	for i := 1; i < chunks; i++ {
+		var part corev1.Secret
+		name := jobs.BackupPartName(backup.Name, i)
+		switch err := reader.Get(ctx, client.ObjectKey{Namespace: backup.Namespace, Name: name}, &part); {
+		case apierrors.IsNotFound(err):
+			return fmt.Sprintf("its chunk %s does not exist", name), 0, nil
+		case err != nil:
+			return "", 0, fmt.Errorf("reading state backup chunk %s: %w", name, err)
+		case part.Labels[LabelStateBackupPart] != "true" || part.Labels[LabelStateBackupSuffix] != suffix || !ownedByObject(&part, obj):
+			return fmt.Sprintf("its chunk %s is not a backup chunk of this object", name), 0, nil
+		}
+		joined = append(joined[:len(joined):len(joined)], part.Data[jobspec.BackupStateKey]...)
+	}
+	if backup.Annotations[AnnotationBackupDigest] != backupDigest(joined) {
+		return backup.Name + " does not match the digest it recorded", 0, nil
+	}
+	return "", chunks, nil
 }
 
 // ownedByObject reports whether any owner reference of o names obj by UID.
@@ -153,6 +206,13 @@ func (p *pass) pruneBackups(ctx context.Context, suffix string) error {
 		}
 		if err := p.r.Client.Delete(ctx, old, client.Preconditions{UID: &old.UID}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("pruning state backup %s: %w", old.Name, err)
+		}
+		chunks, _ := strconv.Atoi(old.Annotations[AnnotationBackupChunks])
+		for i := 1; i < min(chunks, jobs.MaxStateParts); i++ {
+			part := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: old.Namespace, Name: jobs.BackupPartName(old.Name, i)}}
+			if err := p.r.Client.Delete(ctx, part); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("pruning state backup chunk %s: %w", part.Name, err)
+			}
 		}
 	}
 	return nil

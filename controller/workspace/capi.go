@@ -160,6 +160,13 @@ func (r *Reconciler) releaseExternallyManaged(ctx context.Context, obj infrav1.W
 	for _, b := range backups.Items {
 		keep = append(keep, client.ObjectKeyFromObject(&b))
 	}
+	var chunks corev1.SecretList
+	if err := r.APIReader.List(ctx, &chunks, client.InNamespace(ns), client.MatchingLabels{LabelStateBackupPart: "true", LabelStateBackupSuffix: suffix}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing state backup chunks: %w", err)
+	}
+	for _, b := range chunks.Items {
+		keep = append(keep, client.ObjectKeyFromObject(&b))
+	}
 	for _, key := range keep {
 		if err := r.disown(ctx, key, obj); err != nil {
 			return ctrl.Result{}, err

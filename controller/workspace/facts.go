@@ -310,11 +310,15 @@ func restoreRequest(ctx context.Context, reader client.Reader, obj client.Object
 	if err != nil {
 		return nil, "", fmt.Errorf("reading state backup %s: %w", name, err)
 	}
-	if problem := backupProblem(&backup, obj, suffix); problem != "" {
+	problem, chunks, err := backupProblem(ctx, reader, &backup, obj, suffix)
+	if err != nil {
+		return nil, "", err
+	}
+	if problem != "" {
 		return nil, fmt.Sprintf(restoreReasonBackupMissing, serialText, problem), nil
 	}
 	resources, _ := strconv.Atoi(backup.Annotations[AnnotationBackupResources])
-	return &decide.Restore{Serial: serialText, BackupName: name, InputsHash: backup.Annotations[state.InputsHashAnnotation], Resources: resources}, "", nil
+	return &decide.Restore{Serial: serialText, BackupName: name, InputsHash: backup.Annotations[state.InputsHashAnnotation], Resources: resources, Chunks: chunks}, "", nil
 }
 
 // ownersCached reads the kinds the manager watches anyway — Cluster API's Clusters, Machines

@@ -79,7 +79,7 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		AllowDeletesHash: d.AllowDeletesHash, ExpectPlan: d.ExpectPlan, CredentialsSecret: mirror,
 	}
 	if d.Op == jobs.OpRestore {
-		params.Restore = &jobspec.Restore{Backup: d.Names.BackupName, Resources: d.RestoreResources}
+		params.Restore = &jobspec.Restore{Backup: d.Names.BackupName, Resources: d.RestoreResources, Chunks: d.RestoreChunks}
 	}
 	if err := p.setBlockMove(ctx, true); err != nil {
 		return ctrl.Result{}, err

@@ -173,6 +173,61 @@ func TestAStateKeptInPartsIsReadAndItsPartsGoWithTheObject(t *testing.T) {
 		t.Fatalf("conditions %+v, endpoint %+v: want the outputs of the state in parts", tc.Status.Conditions, tc.Spec.ControlPlaneEndpoint)
 	}
 
+	// The serial is backed up whole: chunk 0 in the backup, the others beside it, owned.
+	backup, ok := h.backups(jobs.KindCluster, "web")["1"]
+	chunks, _ := strconv.Atoi(backup.Annotations[workspace.AnnotationBackupChunks])
+	if !ok || chunks < 2 {
+		t.Fatalf("backup %s with %d chunks; want one of serial 1 in two or more", backup.Name, chunks)
+	}
+	for i := 1; i < chunks; i++ {
+		part := h.secret(jobs.BackupPartName(backup.Name, i))
+		if part == nil || part.OwnerReferences[0].UID != tc.UID || part.Labels[workspace.LabelStateBackupPart] != "true" {
+			t.Fatalf("backup chunk %d: %+v", i, part)
+		}
+	}
+
+	// A planted chunk makes the backup no backup of this object: no restore starts.
+	part := h.secret(jobs.BackupPartName(backup.Name, 1))
+	original := part.Data["tfstate"]
+	part.Data["tfstate"] = []byte("planted")
+	if err := h.c.Update(h.ctx, part); err != nil {
+		t.Fatal(err)
+	}
+	h.annotate(tc, jobs.AnnotationRestoreState, "1")
+	h.settle(tc)
+	h.noRunningJob(jobs.KindCluster, "web")
+	h.get(tc)
+	if c := conditions.Get(tc.Status.Conditions, conditions.RestoreJobSucceeded); c == nil || c.Reason != conditions.ReasonRestoreBackupNotFound || !strings.Contains(c.Message, "does not match the digest") {
+		t.Fatalf("RestoreJobSucceeded = %+v, want the backup refused for its digest", c)
+	}
+
+	// Whole again, its restore projects every chunk for the runner to join.
+	part = h.secret(jobs.BackupPartName(backup.Name, 1))
+	part.Data["tfstate"] = original
+	if err := h.c.Update(h.ctx, part); err != nil {
+		t.Fatal(err)
+	}
+	h.settle(tc)
+	restore := h.runningJob(jobs.KindCluster, "web")
+	if jobs.OpOf(&restore) != jobs.OpRestore || !hasArg(restore, "--restore-chunks="+strconv.Itoa(chunks)) {
+		t.Fatalf("op %s, args %v; want a restore of %d chunks", jobs.OpOf(&restore), restore.Spec.Template.Spec.Containers[0].Command, chunks)
+	}
+	var projected []string
+	for _, v := range restore.Spec.Template.Spec.Volumes {
+		if v.Projected != nil {
+			for _, src := range v.Projected.Sources {
+				if src.Secret != nil && len(src.Secret.Items) == 1 {
+					projected = append(projected, src.Secret.Name+":"+src.Secret.Items[0].Path)
+				}
+			}
+		}
+	}
+	if len(projected) != chunks || projected[0] != backup.Name+":restore/0" || projected[1] != jobs.BackupPartName(backup.Name, 1)+":restore/1" {
+		t.Fatalf("projected %v", projected)
+	}
+	h.finish(restore, jobs.OutcomeSucceeded, nil)
+	h.settle(tc)
+
 	if err := h.c.Delete(h.ctx, tc); err != nil {
 		t.Fatal(err)
 	}
