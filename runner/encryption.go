@@ -3,10 +3,12 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/captf/captf/jobs/statecrypt"
 )
 
 // encryptionIterations is the PBKDF2 iteration count of every state key: OpenTofu's minimum.
@@ -16,11 +18,6 @@ const encryptionIterations = 200000
 
 // plaintextMethod names the unencrypted method that reads a state written before encryption.
 const plaintextMethod = "plaintext"
-
-// keyIDPattern is the key id rule of the controller's state package (state.ValidKeyID), kept
-// here because the runner imports no controller package: an id is an HCL label and the name of
-// its passphrase file.
-var keyIDPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
 
 // EncryptionConfig returns the OpenTofu state encryption configuration (for TF_ENCRYPTION) of
 // the keys ids, whose passphrases are the files dir/<id>. Each key is a pbkdf2 key provider
@@ -75,7 +72,7 @@ func checkKeys(dir string, ids []string, current string) error {
 	}
 	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
-		if !keyIDPattern.MatchString(id) {
+		if !statecrypt.ValidKeyID(id) {
 			return fmt.Errorf("state key id %q is not a letter followed by up to 62 letters, digits, '_' or '-'", id)
 		}
 		if seen[id] {
@@ -104,4 +101,39 @@ func writeFallbacks(b *strings.Builder, methods []string, indent string) {
 func hclString(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "${", "$${", "%{", "%%{")
 	return `"` + r.Replace(s) + `"`
+}
+
+// readStateKeys reads the passphrase files of dir (a mounted Secret: its ".." entries are the
+// volume's own), one per key id.
+func readStateKeys(dir string) (statecrypt.Keyring, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading the state keys: %w", err)
+	}
+	keys := statecrypt.Keyring{}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "..") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("reading the state keys: %w", err)
+		}
+		keys[e.Name()] = data
+	}
+	return keys, nil
+}
+
+// stateEncryptionEnv is TF_ENCRYPTION for the run's state keys, and the keys.
+func (o Options) stateEncryptionEnv() (string, statecrypt.Keyring, error) {
+	keys, err := readStateKeys(o.StateKeys)
+	if err != nil {
+		return "", nil, err
+	}
+	ids := make([]string, 0, len(keys))
+	for id := range keys {
+		ids = append(ids, id)
+	}
+	config, err := EncryptionConfig(o.StateKeys, ids, o.StateKey, o.StateAcceptPlaintext)
+	return config, keys, err
 }

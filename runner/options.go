@@ -83,6 +83,13 @@ type Options struct {
 	// contents the runner redacts (the same values reach the runtime as environment
 	// variables); empty when the run has none.
 	Credentials string
+	// StateKeys is the directory of the state passphrases, one file per key id; empty when
+	// the state is not encrypted. StateKey is the key id every write is encrypted with, and
+	// StateAcceptPlaintext lets the run read a state in the clear, which its next write
+	// encrypts.
+	StateKeys            string
+	StateKey             string
+	StateAcceptPlaintext bool
 
 	// Environ is the environment the runtime's environment is derived from (os.Environ()).
 	Environ []string
@@ -138,10 +145,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.RestoreResources, runflag.RestoreResources, o.RestoreResources, "resources the backup held (restore)")
 	fs.StringArrayVar(&o.SecretEnv, runflag.SecretEnv, o.SecretEnv, "environment variable whose value comes from a Secret and is redacted (repeatable)")
 	fs.StringVar(&o.Credentials, runflag.Credentials, o.Credentials, "directory of the identity's credentials, one file per key, redacted")
+	fs.StringVar(&o.StateKeys, runflag.StateKeys, o.StateKeys, "directory of the state passphrases, one file per key id; encrypts the state")
+	fs.StringVar(&o.StateKey, runflag.StateKey, o.StateKey, "key id the state is encrypted with")
+	fs.BoolVar(&o.StateAcceptPlaintext, runflag.StateAcceptPlaintext, o.StateAcceptPlaintext, "read a state in the clear, which the next write encrypts")
 	fs.StringVar(&o.CLIConfig, runflag.CLIConfig, o.CLIConfig, "CLI configuration file of the run; replaces the one the runner writes for the provider mirror")
 }
 
-// secretSources checks the flags that say where the run's secrets are, to redact them.
+// secretSources checks the flags that say where the run's secrets are, to redact them, and
+// the state keys'.
 func (o Options) secretSources() []error {
 	var errs []error
 	for _, name := range o.SecretEnv {
@@ -149,10 +160,13 @@ func (o Options) secretSources() []error {
 			errs = append(errs, fmt.Errorf("%s must name an environment variable; got %q", runflag.Flag(runflag.SecretEnv), name))
 		}
 	}
-	for _, f := range []struct{ name, value string }{{runflag.Credentials, o.Credentials}, {runflag.CLIConfig, o.CLIConfig}} {
+	for _, f := range []struct{ name, value string }{{runflag.Credentials, o.Credentials}, {runflag.CLIConfig, o.CLIConfig}, {runflag.StateKeys, o.StateKeys}} {
 		if f.value != "" && !filepath.IsAbs(f.value) {
 			errs = append(errs, fmt.Errorf("%s must be an absolute path; got %q", runflag.Flag(f.name), f.value))
 		}
+	}
+	if (o.StateKeys == "") != (o.StateKey == "") || (o.StateAcceptPlaintext && o.StateKeys == "") {
+		errs = append(errs, fmt.Errorf("%s and %s go together, and %s needs them", runflag.Flag(runflag.StateKeys), runflag.Flag(runflag.StateKey), runflag.Flag(runflag.StateAcceptPlaintext)))
 	}
 	return errs
 }

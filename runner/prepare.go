@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/captf/captf/jobs/statecrypt"
 	"github.com/captf/captf/runner/plan"
 )
 
@@ -210,9 +211,10 @@ func writeCLIConfig(path, mirror string) error {
 
 // assembleRestore joins backup chunks config/restore/0..n-1 into the state file a restore pushes.
 // The chunks are the state Secret's payload verbatim, so the joined bytes are gzip when they
-// start with the gzip magic and plain state JSON otherwise. The state must be format version 4.
+// start with the gzip magic and plain state JSON otherwise; an encrypted state is decrypted with
+// keys. The state must be format version 4.
 // It returns the number of resources the state holds.
-func assembleRestore(config string, chunks int, dst string) (int, error) {
+func assembleRestore(config string, chunks int, dst string, keys statecrypt.Keyring) (int, error) {
 	var joined bytes.Buffer
 	for i := range chunks {
 		path := filepath.Join(config, restoreDirName, strconv.Itoa(i))
@@ -238,13 +240,26 @@ func assembleRestore(config string, chunks int, dst string) (int, error) {
 		state = plain
 	}
 	var doc struct {
-		Version   *int `json:"version"`
-		Resources []struct {
+		Version       *int            `json:"version"`
+		EncryptedData json.RawMessage `json:"encrypted_data"`
+		Resources     []struct {
 			Instances []json.RawMessage `json:"instances"`
 		} `json:"resources"`
 	}
 	if err := json.Unmarshal(state, &doc); err != nil {
 		return 0, fmt.Errorf("the backup is not a state document: %w", err)
+	}
+	if len(doc.EncryptedData) > 0 {
+		// OpenTofu's state push takes a state only in the clear; the run's keys open an
+		// encrypted backup, and the push writes it under the current key.
+		plain, _, err := statecrypt.Decrypt(state, keys)
+		if err != nil {
+			return 0, fmt.Errorf("decrypting the backup: %w", err)
+		}
+		doc.Version, doc.Resources, state = nil, nil, plain
+		if err := json.Unmarshal(state, &doc); err != nil {
+			return 0, fmt.Errorf("the decrypted backup is not a state document: %w", err)
+		}
 	}
 	if doc.Version == nil || *doc.Version != 4 {
 		return 0, errors.New("the backup is not a version 4 state")

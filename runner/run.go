@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/statecrypt"
 	"github.com/captf/captf/runner/plan"
 )
 
@@ -151,6 +152,15 @@ func (r *runner) learnSecrets() error {
 		}
 		r.secrets.add(credentials...)
 	}
+	if r.o.StateKeys != "" {
+		keys, err := readStateKeys(r.o.StateKeys)
+		if err != nil {
+			return err
+		}
+		for _, passphrase := range keys {
+			r.secrets.add(string(passphrase))
+		}
+	}
 	r.secrets.add(envSecrets(r.o.Environ, r.o.SecretEnv)...)
 	if n := len(r.secrets.list()); n > 0 {
 		r.logf("redacting %d sensitive text(s) from the log and the result", n)
@@ -261,6 +271,17 @@ func (r *runner) prepare() error {
 		extra["TF_CLI_CONFIG_FILE"] = cli
 		r.logf("providers: installing from the mirror %s only", r.o.Providers)
 	}
+	var stateKeys statecrypt.Keyring
+	if r.o.StateKeys != "" {
+		// The passphrases stay in their files: TF_ENCRYPTION names them, so no provider or
+		// provisioner inherits them in its environment.
+		config, keys, err := r.o.stateEncryptionEnv()
+		if err != nil {
+			return fmt.Errorf("state encryption: %w", err)
+		}
+		extra["TF_ENCRYPTION"], stateKeys = config, keys
+		r.logf("state: encrypted with key %s (%d key(s))", r.o.StateKey, len(keys))
+	}
 	env, dropped, tmpdir := runtimeEnv(r.o.Environ, workdir, extra)
 	if len(dropped) > 0 {
 		r.logf("environment: dropped %s", strings.Join(dropped, ", "))
@@ -270,7 +291,7 @@ func (r *runner) prepare() error {
 	}
 	r.env = env
 	if r.o.Op == jobs.OpRestore {
-		n, err := assembleRestore(r.o.Config, r.o.RestoreChunks, filepath.Join(workdir, restoreStateName))
+		n, err := assembleRestore(r.o.Config, r.o.RestoreChunks, filepath.Join(workdir, restoreStateName), stateKeys)
 		if err != nil {
 			return fmt.Errorf("assembling the backup: %w", err)
 		}

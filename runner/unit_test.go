@@ -271,6 +271,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"expect-plan must be a p3 hash", valid(func(o *Options) { o.ExpectPlan = "p1:abc" }), "p3:"},
 		{"expect-plan refuses a p2 hash", valid(func(o *Options) { o.ExpectPlan = "p2:" + strings.Repeat("ab", 32) }), "p3:"},
 		{"restore needs chunks", valid(func(o *Options) { o.Op = jobs.OpRestore }), "--restore-chunks"},
+		{"the state key directory is an absolute path", valid(func(o *Options) { o.StateKeys, o.StateKey = "keys", "one" }), "--state-keys"},
+		{"state keys need the key writes use", valid(func(o *Options) { o.StateKeys = "/keys" }), "--state-key"},
+		{"accepting a plaintext state needs state keys", valid(func(o *Options) { o.StateAcceptPlaintext = true }), "--state-accept-plaintext"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -442,7 +445,7 @@ func TestAssembleRestore(t *testing.T) {
 			}
 			n := max(len(tt.chunks), 1)
 			dst := filepath.Join(t.TempDir(), "restore.tfstate")
-			got, err := assembleRestore(config, n, dst)
+			got, err := assembleRestore(config, n, dst, nil)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Errorf("assembleRestore = %v, want %q", err, tt.wantErr)

@@ -124,6 +124,20 @@ func TestJobArgsParse(t *testing.T) {
 				t.Errorf("CLI configuration %q, want %q", o.CLIConfig, jobspec.CLIConfigFile)
 			}
 		}},
+		{"a run whose state is encrypted, read in the clear once", func(p *jobspec.Params) {
+			p.StateKeys = &jobspec.StateKeys{Secret: "state-keys", IDs: []string{"one", "two"}, Current: "two", AcceptPlaintext: true}
+		}, func(t *testing.T, o runner.Options) {
+			if o.StateKeys != jobspec.StateKeysDir || o.StateKey != "two" || !o.StateAcceptPlaintext {
+				t.Errorf("state keys %q, key %q, accept plaintext %v", o.StateKeys, o.StateKey, o.StateAcceptPlaintext)
+			}
+		}},
+		{"restore of a backup in chunks", func(p *jobspec.Params) {
+			p.Op, p.Restore = jobs.OpRestore, &jobspec.Restore{Backup: "captf-backup-c-web-4", Resources: 4, Chunks: 3}
+		}, func(t *testing.T, o runner.Options) {
+			if o.RestoreChunks != 3 {
+				t.Errorf("restore chunks %d, want 3", o.RestoreChunks)
+			}
+		}},
 		{"restore", func(p *jobspec.Params) {
 			p.Op, p.Restore = jobs.OpRestore, &jobspec.Restore{Backup: "captf-backup-c-web-3", Resources: 4}
 		}, func(t *testing.T, o runner.Options) {

@@ -79,9 +79,11 @@ const (
 	ReasonDurableInputsTampered    = "DurableInputsTampered"
 	ReasonServiceAccountNotOptedIn = "ServiceAccountNotOptedIn"
 	ReasonCLIConfigNotFound        = "CLIConfigNotFound"
-	ReasonEnvSourceNotOptedIn      = "EnvSourceNotOptedIn"
-	ReasonImageNotAllowed          = "ImageNotAllowed"
-	ReasonRunnerReady              = "RunnerReady"
+	// ReasonStateKeysNotFound: spec.stateEncryption names a Secret that cannot be used.
+	ReasonStateKeysNotFound   = "StateKeysNotFound"
+	ReasonEnvSourceNotOptedIn = "EnvSourceNotOptedIn"
+	ReasonImageNotAllowed     = "ImageNotAllowed"
+	ReasonRunnerReady         = "RunnerReady"
 
 	// DriftJobSucceeded (refresh, drift) and DriftDetected.
 	ReasonDriftChecked             = "DriftChecked"
@@ -95,10 +97,13 @@ const (
 	ReasonDriftRemediating         = "DriftRemediating"
 
 	// StateReadable.
-	ReasonStateRead        = "StateRead"
-	ReasonStateNotFound    = "StateNotFound"
-	ReasonStateCorrupt     = "StateCorrupt"
-	ReasonStateEncrypted   = "StateEncrypted"
+	ReasonStateRead      = "StateRead"
+	ReasonStateNotFound  = "StateNotFound"
+	ReasonStateCorrupt   = "StateCorrupt"
+	ReasonStateEncrypted = "StateEncrypted"
+	// ReasonStateKeyMismatch: the state is encrypted under a key id the controller has, and
+	// does not open with its passphrase.
+	ReasonStateKeyMismatch = "StateKeyMismatch"
 	ReasonStateUnsupported = "StateUnsupported"
 	ReasonStateUnreadable  = "StateUnreadable"
 	ReasonStateLocked      = "StateLocked"

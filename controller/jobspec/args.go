@@ -36,6 +36,12 @@ func runnerArgs(p Params) []string {
 	if p.Policy.CLIConfigSecretRef != nil {
 		args = append(args, runflag.Arg(runflag.CLIConfig, CLIConfigFile))
 	}
+	if k := p.StateKeys; k != nil {
+		args = append(args, runflag.Arg(runflag.StateKeys, StateKeysDir), runflag.Arg(runflag.StateKey, k.Current))
+		if k.AcceptPlaintext {
+			args = append(args, runflag.Flag(runflag.StateAcceptPlaintext))
+		}
+	}
 	if p.ForceUnlock != "" {
 		args = append(args, runflag.Arg(runflag.ForceUnlock, p.ForceUnlock))
 	}

@@ -94,6 +94,8 @@ type Params struct {
 	ExpectPlan string
 	// Restore is set for a restore: the backup it pushes.
 	Restore *Restore
+	// StateKeys, when set, encrypt the state (spec.stateEncryption).
+	StateKeys *StateKeys
 	// CredentialsSecret, when set, is the object's copy of its identity's credentials: its keys
 	// become environment variables (the runner drops TF_* and KUBE_* ones) and files in
 	// CredentialsDir.
@@ -102,6 +104,22 @@ type Params struct {
 
 // CredentialsDir is where a run finds its identity's credentials as files, one per key.
 const CredentialsDir = "/var/run/captf/credentials"
+
+// StateKeys are the passphrases a run encrypts and decrypts the state with.
+type StateKeys struct {
+	// Secret holds them, one key per key id; only the IDs are mounted, at StateKeysDir.
+	Secret string
+	IDs    []string
+	// Current is the key id every write is encrypted with.
+	Current string
+	// AcceptPlaintext lets the run read a state in the clear, which its next write encrypts:
+	// set while the state the controller read is in the clear, so a state once encrypted is
+	// never taken in the clear again.
+	AcceptPlaintext bool
+}
+
+// StateKeysDir is where a run finds its state passphrases, a file per key id.
+const StateKeysDir = "/captf/state-keys"
 
 // Restore is what a restore Job pushes.
 type Restore struct {
@@ -188,6 +206,17 @@ func podSpec(p Params) corev1.PodSpec {
 			DefaultMode: ptr.To[int32](0o440),
 		}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "cli-config", MountPath: CLIConfigDir, ReadOnly: true})
+	}
+	if k := p.StateKeys; k != nil {
+		// Only the key ids the controller checked are projected.
+		items := make([]corev1.KeyToPath, 0, len(k.IDs))
+		for _, id := range k.IDs {
+			items = append(items, corev1.KeyToPath{Key: id, Path: id})
+		}
+		volumes = append(volumes, corev1.Volume{Name: "state-keys", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: k.Secret, Items: items, DefaultMode: ptr.To[int32](0o440),
+		}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "state-keys", MountPath: StateKeysDir, ReadOnly: true})
 	}
 	var envFrom []corev1.EnvFromSource
 	if p.CredentialsSecret != "" {

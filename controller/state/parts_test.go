@@ -72,7 +72,7 @@ func TestReadJoinsAStateKeptInParts(t *testing.T) {
 					return errors.New("connection refused")
 				}})
 			}
-			s, err := Read(context.Background(), b.Build(), head)
+			s, err := Read(context.Background(), b.Build(), head, nil)
 			if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
 				t.Fatalf("err = %v, want %v", err, tt.want)
 			}
@@ -94,7 +94,7 @@ func TestAManifestOutsideWhatTheRunnerWritesIsCorrupt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := Read(context.Background(), fake.NewClientBuilder().Build(), rawSecret(data, "")); !errors.Is(err, ErrCorrupt) {
+			if _, err := Read(context.Background(), fake.NewClientBuilder().Build(), rawSecret(data, ""), nil); !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("err = %v, want ErrCorrupt", err)
 			}
 		})

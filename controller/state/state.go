@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/captf/captf/jobs"
+	"github.com/captf/captf/jobs/statecrypt"
 )
 
 // Workspace is the only backend workspace captf uses.
@@ -56,9 +57,12 @@ func LockLeaseName(suffix string) string { return "lock-" + SecretName(suffix) }
 // Errors that make a state unreadable; each has its own StateReadable reason.
 var (
 	// ErrCorrupt: the Secret holds no decodable state.
-	ErrCorrupt = errors.New("state is corrupt")
-	// ErrEncrypted: the state is encrypted by OpenTofu and the controller has no key.
-	ErrEncrypted = errors.New("state is encrypted")
+	ErrCorrupt = statecrypt.ErrCorrupt
+	// ErrEncrypted: the state is encrypted by OpenTofu and the controller has no key for it.
+	ErrEncrypted = statecrypt.ErrEncrypted
+	// ErrStateKey: the state is encrypted under a key id the controller has, but does not open
+	// with its passphrase.
+	ErrStateKey = statecrypt.ErrStateKey
 	// ErrUnsupportedVersion: the state is not format version 4.
 	ErrUnsupportedVersion = errors.New("state format version is not 4")
 	// ErrTooLarge: the state decompresses to more than the controller reads. An error that is
@@ -83,6 +87,8 @@ type State struct {
 	Resources int
 	// Outputs are the module's outputs, when the root passes them through.
 	Outputs map[string]json.RawMessage
+	// KeyID is the key the state is encrypted under; empty for a state in the clear.
+	KeyID string
 }
 
 // Empty reports whether the state holds no resources, as after a destroy.
@@ -105,7 +111,7 @@ type stateFile struct {
 // Read reads the state from its Secret, joining a state kept in parts (jobs.StateParts) from
 // reader; a nil Secret is no state. A part that cannot be read for another reason than its
 // absence is ErrPartsUnreadable, a failed read rather than a state error.
-func Read(ctx context.Context, reader client.Reader, secret *corev1.Secret) (State, error) {
+func Read(ctx context.Context, reader client.Reader, secret *corev1.Secret, keys statecrypt.Keyring) (State, error) {
 	if secret == nil {
 		return State{}, nil
 	}
@@ -124,7 +130,7 @@ func Read(ctx context.Context, reader client.Reader, secret *corev1.Secret) (Sta
 	if len(data) > maxStateBytes {
 		return State{}, fmt.Errorf("%w: %w: it decompresses to more than %d MiB", ErrCorrupt, ErrTooLarge, maxStateBytes>>20)
 	}
-	return Parse(data, secret.Annotations[InputsHashAnnotation])
+	return Parse(data, secret.Annotations[InputsHashAnnotation], keys)
 }
 
 // Payload is the state as the backend stores it (gzip'd JSON) in its Secret, joined from its
@@ -166,8 +172,12 @@ func joinParts(ctx context.Context, reader client.Reader, head *corev1.Secret, m
 	return joined, nil
 }
 
-// Parse reads a decompressed state document.
-func Parse(data []byte, inputsHash string) (State, error) {
+// Parse reads a decompressed state document, decrypting it with keys when OpenTofu encrypted it.
+func Parse(data []byte, inputsHash string, keys statecrypt.Keyring) (State, error) {
+	data, keyID, err := statecrypt.Decrypt(data, keys)
+	if err != nil {
+		return State{}, err
+	}
 	var f stateFile
 	if err := json.Unmarshal(data, &f); err != nil {
 		return State{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
@@ -178,7 +188,7 @@ func Parse(data []byte, inputsHash string) (State, error) {
 	if f.Version != 4 {
 		return State{}, fmt.Errorf("%w: version %d", ErrUnsupportedVersion, f.Version)
 	}
-	s := State{Exists: true, InputsHash: inputsHash, Serial: f.Serial, Lineage: f.Lineage}
+	s := State{Exists: true, InputsHash: inputsHash, Serial: f.Serial, Lineage: f.Lineage, KeyID: keyID}
 	for _, r := range f.Resources {
 		if r.Mode == "managed" {
 			s.Resources += len(r.Instances)

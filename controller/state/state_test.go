@@ -35,11 +35,11 @@ func TestRead(t *testing.T) {
 		{"an empty state after destroy exists and is empty", secret(t, []byte(`{"version":4,"serial":9,"lineage":"abc","resources":[]}`), "h1:x"), nil, true, 0, "h1:x"},
 		{"data that is not gzip is corrupt", rawSecret([]byte("not gzip"), ""), ErrCorrupt, false, 0, ""},
 		{"gzip of something not JSON is corrupt", secret(t, []byte("{"), ""), ErrCorrupt, false, 0, ""},
-		{"an encrypted state is reported as encrypted", secret(t, []byte(`{"encrypted_data":"AAAA","meta":{}}`), ""), ErrEncrypted, false, 0, ""},
+		{"an encrypted state is reported as encrypted", secret(t, []byte(`{"serial":1,"lineage":"l","meta":{"key_provider.pbkdf2.k":"e30="},"encrypted_data":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","encryption_version":"v0"}`), ""), ErrEncrypted, false, 0, ""},
 		{"a state of another format version is unsupported", secret(t, []byte(`{"version":3}`), ""), ErrUnsupportedVersion, false, 0, ""},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
-			s, err := Read(context.Background(), nil, tc.secret)
+			s, err := Read(context.Background(), nil, tc.secret, nil)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
@@ -83,7 +83,7 @@ func TestReadBoundsTheDecompressedState(t *testing.T) {
 		}, []error{ErrCorrupt}},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
-			s, err := Read(context.Background(), nil, tc.secret(t))
+			s, err := Read(context.Background(), nil, tc.secret(t), nil)
 			for _, want := range tc.wantErr {
 				if !errors.Is(err, want) {
 					t.Errorf("err = %v, want %v", err, want)
@@ -137,7 +137,7 @@ func gzipStream(t *testing.T, n int, head []byte, level int) []byte {
 }
 
 func TestReadKeepsSerialLineageAndOutputs(t *testing.T) {
-	s, err := Read(context.Background(), nil, secret(t, []byte(appliedState), ""))
+	s, err := Read(context.Background(), nil, secret(t, []byte(appliedState), ""), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func (r *Reconciler) gatherFactsFrom(ctx context.Context, reader, owners client.
 	var f Facts
 	ns, suffix := obj.GetNamespace(), jobs.StateSecretSuffix(obj.GetNamespace(), r.Kind, obj.GetName())
 	f.stateKey = types.NamespacedName{Namespace: ns, Name: state.SecretName(suffix)}
-	st, stateErr, err := r.readState(ctx, reader, &f, useCache)
+	st, stateErr, err := r.readState(ctx, reader, &f, useCache, obj.WorkspaceSpec().StateEncryption)
 	if err != nil {
 		return f, err
 	}
@@ -150,7 +150,7 @@ func (r *Reconciler) gatherFactsFrom(ctx context.Context, reader, owners client.
 // readState reads the state into f: from the memo when useCache and the cached metadata shows
 // the resourceVersion the memo read, otherwise live. stateErr says why a state that exists
 // cannot be used; err is a failed read.
-func (r *Reconciler) readState(ctx context.Context, reader client.Reader, f *Facts, useCache bool) (st state.State, stateErr, err error) {
+func (r *Reconciler) readState(ctx context.Context, reader client.Reader, f *Facts, useCache bool, enc *infrav1.StateEncryption) (st state.State, stateErr, err error) {
 	var cached *metav1.PartialObjectMetadata
 	if useCache {
 		if m, found, err := cachedMetadata(ctx, r.Metadata, secretGVK, f.stateKey); err == nil && found {
@@ -170,7 +170,13 @@ func (r *Reconciler) readState(ctx context.Context, reader client.Reader, f *Fac
 			// The memo then keeps the metadata cache's strings, not copies of its own.
 			f.stateKey, f.stateVersion = types.NamespacedName{Namespace: cached.Namespace, Name: cached.Name}, cached.ResourceVersion
 		}
-		st, stateErr = state.Read(ctx, reader, &stateSecret)
+		// Keys that cannot be used decrypt nothing: an encrypted state then reads as
+		// StateEncrypted, and a Job waits on StateKeysNotFound.
+		keys, _, err := readStateKeys(ctx, reader, stateSecret.Namespace, enc)
+		if err != nil {
+			return st, nil, err
+		}
+		st, stateErr = state.Read(ctx, reader, &stateSecret, keys.keyring)
 		if errors.Is(stateErr, state.ErrPartsUnreadable) {
 			return state.State{}, nil, fmt.Errorf("reading the state: %w", stateErr)
 		}

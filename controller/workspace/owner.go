@@ -305,7 +305,7 @@ func (r *Reconciler) clusterInfrastructure(ctx context.Context, reader client.Re
 		}
 		return Dependencies{}, nil
 	}
-	exports, domains, problem, err := clusterExports(ctx, reader, namespace, tc.Name)
+	exports, domains, problem, err := clusterExports(ctx, reader, namespace, tc.Name, tc.Spec.StateEncryption)
 	if err != nil {
 		return deps, err
 	}
@@ -319,7 +319,7 @@ func (r *Reconciler) clusterInfrastructure(ctx context.Context, reader client.Re
 // clusterExports reads a TerraformCluster's exports and failure domain names from its state,
 // never from its status, which holds only exports that are small enough. problem says why they
 // cannot be had.
-func clusterExports(ctx context.Context, reader client.Reader, namespace, name string) (exports json.RawMessage, domains []string, problem string, err error) {
+func clusterExports(ctx context.Context, reader client.Reader, namespace, name string, enc *infrav1.StateEncryption) (exports json.RawMessage, domains []string, problem string, err error) {
 	var secret corev1.Secret
 	key := client.ObjectKey{Namespace: namespace, Name: state.SecretName(jobs.StateSecretSuffix(namespace, jobs.KindCluster, name))}
 	switch err := reader.Get(ctx, key, &secret); {
@@ -328,7 +328,11 @@ func clusterExports(ctx context.Context, reader client.Reader, namespace, name s
 	case err != nil:
 		return nil, nil, "", fmt.Errorf("reading the state of TerraformCluster %s: %w", name, err)
 	}
-	st, err := state.Read(ctx, reader, &secret)
+	keys, _, err := readStateKeys(ctx, reader, namespace, enc)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	st, err := state.Read(ctx, reader, &secret, keys.keyring)
 	if errors.Is(err, state.ErrPartsUnreadable) {
 		return nil, nil, "", fmt.Errorf("reading the state of TerraformCluster %s: %w", name, err)
 	}

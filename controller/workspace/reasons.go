@@ -65,6 +65,8 @@ func stateReason(err error) string {
 		return conditions.ReasonStateCorrupt
 	case errors.Is(err, state.ErrEncrypted):
 		return conditions.ReasonStateEncrypted
+	case errors.Is(err, state.ErrStateKey):
+		return conditions.ReasonStateKeyMismatch
 	case errors.Is(err, state.ErrUnsupportedVersion):
 		return conditions.ReasonStateUnsupported
 	}

@@ -264,6 +264,10 @@ type pass struct {
 	durable     *corev1.Secret
 	// credentials are what the object's identity lends its runs.
 	credentials Credentials
+	// stateInClear is set when the state the pass read exists and is not encrypted; stateKeys
+	// are the passphrases readyToRun checked.
+	stateInClear bool
+	stateKeys    stateKeys
 	// exportsGuard and exportsHash are how a pool renders its cluster's exports in this pass.
 	exportsGuard ExportsGuard
 	exportsHash  string

@@ -64,6 +64,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	p.durableRead, p.durable, p.credentials = f.durableRead, f.durable, f.Credentials
+	p.stateInClear = f.Input.StateErr == nil && f.Input.State.Exists && f.Input.State.KeyID == ""
 	p.exportsGuard, p.exportsHash = f.ExportsGuard, f.ExportsHash
 	if err := p.actOnFacts(ctx, f); err != nil {
 		return ctrl.Result{}, err

@@ -78,6 +78,9 @@ func (p *pass) start(ctx context.Context, d decide.Decision, rendered inputs.Ren
 		PlanKeySecret: planKey, ForceUnlock: lock.StaleID, GuardDeletes: d.Guard,
 		AllowDeletesHash: d.AllowDeletesHash, ExpectPlan: d.ExpectPlan, CredentialsSecret: mirror,
 	}
+	if k := p.stateKeys; k.secret != "" {
+		params.StateKeys = &jobspec.StateKeys{Secret: k.secret, IDs: k.ids(), Current: k.current, AcceptPlaintext: p.stateInClear}
+	}
 	if d.Op == jobs.OpRestore {
 		params.Restore = &jobspec.Restore{Backup: d.Names.BackupName, Resources: d.RestoreResources, Chunks: d.RestoreChunks}
 	}
@@ -143,7 +146,7 @@ func (p *pass) sourceToRun(ctx context.Context, d decide.Decision, rendered inpu
 
 // readyToRun checks what must hold before the run Lease is taken, so that nothing in the way
 // holds a Lease: the runner's ServiceAccount may run Jobs, the CLI configuration Secret may be
-// mounted, every env source opted in, the identity's credentials are copied, an approval the op acts on can only have come
+// mounted, the state keys may be used, every env source opted in, the identity's credentials are copied, an approval the op acts on can only have come
 // through plans/approval, and the plan key is the controller's. wait is how long to wait when
 // not; mirror names the copy of the credentials, planKey the plan-key Secret of a plan or an
 // approved apply.
@@ -156,6 +159,13 @@ func (p *pass) readyToRun(ctx context.Context, d decide.Decision) (mirror, planK
 		return "", "", GateRequeue, nil
 	}
 	ready, err = p.cliConfigReady(ctx, d.Op)
+	switch {
+	case err != nil:
+		return "", "", 0, err
+	case !ready:
+		return "", "", GateRequeue, nil
+	}
+	p.stateKeys, ready, err = p.stateKeysReady(ctx, d.Op)
 	switch {
 	case err != nil:
 		return "", "", 0, err

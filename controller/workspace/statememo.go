@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"errors"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,7 +38,9 @@ func newStateMemo() *stateMemo {
 
 // remember stores what a live read of the Secret at resourceVersion found.
 func (m *stateMemo) remember(key types.NamespacedName, resourceVersion string, st state.State, err error) {
-	if m == nil || resourceVersion == "" {
+	// A state that awaits its key is read anew each pass, so a key added later is used: the
+	// key Secret brings no event.
+	if m == nil || resourceVersion == "" || errors.Is(err, state.ErrEncrypted) || errors.Is(err, state.ErrStateKey) {
 		return
 	}
 	hashed := st.InputsHash != ""

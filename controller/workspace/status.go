@@ -65,7 +65,8 @@ func setRemediating(s *infrav1.WorkspaceStatus, at stamp, job string) {
 	at.set(&s.Conditions, conditions.DriftDetected, metav1.ConditionTrue, conditions.ReasonDriftRemediating, "Job "+job+" remediates the drift")
 }
 
-// setStateReadable reports the state read in StateReadable.
+// setStateReadable reports the state read in StateReadable, and the key a readable state is
+// encrypted with in stateKeyID.
 func setStateReadable(s *infrav1.WorkspaceStatus, at stamp, st state.State, err error) {
 	switch {
 	case err != nil:
@@ -74,6 +75,9 @@ func setStateReadable(s *infrav1.WorkspaceStatus, at stamp, st state.State, err 
 		at.set(&s.Conditions, conditions.StateReadable, metav1.ConditionTrue, conditions.ReasonStateNotFound, "no state yet")
 	default:
 		at.set(&s.Conditions, conditions.StateReadable, metav1.ConditionTrue, conditions.ReasonStateRead, fmt.Sprintf("state serial %d with %d resources", st.Serial, st.Resources))
+	}
+	if err == nil {
+		s.StateKeyID = st.KeyID
 	}
 }
 

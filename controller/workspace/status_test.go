@@ -219,7 +219,9 @@ func TestSetStateReadable(t *testing.T) {
 		{"a state is read", state.State{Exists: true, Serial: 4, Resources: 2}, nil, metav1.ConditionTrue, conditions.ReasonStateRead},
 		{"a lost state is not readable", state.State{}, state.ErrLost, metav1.ConditionFalse, conditions.ReasonStateLost},
 		{"a corrupt state is not readable", state.State{}, fmt.Errorf("x: %w", state.ErrCorrupt), metav1.ConditionFalse, conditions.ReasonStateCorrupt},
-		{"an encrypted state is not readable", state.State{}, state.ErrEncrypted, metav1.ConditionFalse, conditions.ReasonStateEncrypted},
+		{"an encrypted state is not readable without its key", state.State{}, state.ErrEncrypted, metav1.ConditionFalse, conditions.ReasonStateEncrypted},
+		{"an encrypted state that does not open with its key is not readable", state.State{}, fmt.Errorf("x: %w", state.ErrStateKey), metav1.ConditionFalse, conditions.ReasonStateKeyMismatch},
+		{"an encrypted state is read with its key", state.State{Exists: true, Serial: 4, KeyID: "k1"}, nil, metav1.ConditionTrue, conditions.ReasonStateRead},
 		{"an unsupported state is not readable", state.State{}, state.ErrUnsupportedVersion, metav1.ConditionFalse, conditions.ReasonStateUnsupported},
 		{"any other error is unreadable", state.State{}, errors.New("x"), metav1.ConditionFalse, conditions.ReasonStateUnreadable},
 	} {
@@ -228,6 +230,9 @@ func TestSetStateReadable(t *testing.T) {
 			setStateReadable(&s, at, tc.st, tc.err)
 			setReady(&s, at, jobs.KindCluster, false)
 			wantCondition(t, &s, conditions.StateReadable, tc.wantStatus, tc.wantReason)
+			if s.StateKeyID != tc.st.KeyID {
+				t.Errorf("stateKeyID %q, want %q", s.StateKeyID, tc.st.KeyID)
+			}
 			if tc.wantStatus == metav1.ConditionFalse {
 				wantCondition(t, &s, conditions.Ready, metav1.ConditionFalse, tc.wantReason)
 			}

@@ -39,6 +39,11 @@ const (
 	ExpectPlan = "expect-plan"
 	// PlanKeyFile is the file that holds the key of the plan hash.
 	PlanKeyFile = "plan-key-file"
+	// StateKeys is the directory of state passphrases, a file per key id; StateKey the key id
+	// writes are encrypted with; StateAcceptPlaintext lets a run read a state in the clear.
+	StateKeys            = "state-keys"
+	StateKey             = "state-key"
+	StateAcceptPlaintext = "state-accept-plaintext"
 	// RestoreChunks is the number of backup chunks a restore assembles.
 	RestoreChunks = "restore-chunks"
 	// RestoreResources is how many resource instances the backup held.

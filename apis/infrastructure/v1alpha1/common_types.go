@@ -39,7 +39,36 @@ type WorkspaceSpec struct {
 	// jobs is the policy of the Jobs that run this object's operations.
 	// +optional
 	Jobs JobPolicy `json:"jobs,omitempty"`
+
+	// stateEncryption encrypts the object's state with OpenTofu's state encryption: a key
+	// derived from a passphrase (pbkdf2) and AES-GCM. Whoever may read the state Secret then
+	// sees its serial, lineage and size, not its resources or outputs.
+	// +optional
+	StateEncryption *StateEncryption `json:"stateEncryption,omitempty"`
 }
+
+// StateEncryption names the passphrases a state is encrypted with.
+type StateEncryption struct {
+	// secretRef names a Secret in the object's namespace whose keys are key ids and whose
+	// values are passphrases of at least 16 characters (32 random bytes are recommended). It
+	// must carry the label captf.io/state-key=true; until it does and holds keyID, no Job starts.
+	// Only its keys are mounted into runs, and the controller reads it to read the state.
+	// +required
+	SecretRef SourceReference `json:"secretRef"`
+
+	// keyID is the key every state write is encrypted with. The Secret's other keys only
+	// decrypt, so a rotation adds a key, points keyID at it, and removes the old key once the
+	// object's status reports the new one (status.stateKeyID). A state in the clear is
+	// encrypted by the object's next apply or refresh.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_-]{0,62}$`
+	KeyID string `json:"keyID"`
+}
+
+// StateKeyLabel opts a Secret in as the source of state passphrases (spec.stateEncryption):
+// without it, the Secret is treated as missing, so the field cannot mount any Secret of the
+// namespace into a run.
+const StateKeyLabel = "captf.io/state-key"
 
 // VariablesSource is a ConfigMap or a Secret whose keys become variables.
 // +kubebuilder:validation:XValidation:rule="has(self.configMapRef) != has(self.secretRef)",message="exactly one of configMapRef and secretRef must be set"
@@ -259,6 +288,12 @@ type WorkspaceStatus struct {
 	// observedStateSerial is the newest state serial the controller backed up.
 	// +optional
 	ObservedStateSerial int64 `json:"observedStateSerial,omitempty"`
+
+	// stateKeyID is the key (spec.stateEncryption.keyID) the state was encrypted with when the
+	// controller last read it; empty while the state is in the clear.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	StateKeyID string `json:"stateKeyID,omitempty"`
 
 	// source is the module image the newest successful apply ran, pinned by digest: refresh,
 	// drift, destroy and restore run this digest, not the tag. Empty until an apply whose pod

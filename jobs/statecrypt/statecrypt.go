@@ -1,4 +1,7 @@
-package state
+// Package statecrypt opens OpenTofu's encrypted states (pbkdf2 key provider, aes_gcm method) with
+// a keyring of passphrases: the controller to read outputs, the runner to restore a backup,
+// which OpenTofu's state push takes only in the clear.
+package statecrypt
 
 import (
 	"bytes"
@@ -14,6 +17,14 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+)
+
+// Errors of Decrypt; controller/state reports each under a StateReadable reason of its own.
+var (
+	// ErrCorrupt: the document is not a state, or its encryption metadata is out of bounds.
+	ErrCorrupt = errors.New("state is corrupt")
+	// ErrEncrypted: the state is encrypted and no key of the keyring names its key provider.
+	ErrEncrypted = errors.New("state is encrypted")
 )
 
 // ErrStateKey means that a key of the keyring names the state's key provider but the state does

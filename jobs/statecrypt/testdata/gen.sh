@@ -1,16 +1,16 @@
 #!/bin/sh
-# Writes the encrypted state fixtures of encryption_test.go with the real OpenTofu of bin/ (`make
-# tools` builds it): `go generate ./controller/state/` runs it. One lineage goes through what a
+# Writes the encrypted state fixtures of statecrypt_test.go with the real OpenTofu of bin/ (`make
+# tools` builds it): `go generate ./jobs/statecrypt/` runs it. One lineage goes through what a
 # workspace does: a plaintext apply, its migration to key "old", and the rotation to key "new";
 # a second state is written under a sha256 key of 24 bytes.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-tofu=${TOFU:-$here/../../../../bin/tofu}
+tofu=${TOFU:-$here/../../../bin/tofu}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export TF_IN_AUTOMATION=1
 
-# Passphrases are read with file(), as the runner reads them; encryption_test.go holds the same.
+# Passphrases are read with file(), as the runner reads them; statecrypt_test.go holds the same.
 printf '%s' 'old-passphrase-for-tests-0001' > "$work/old"
 printf '%s' 'new-passphrase-for-tests-0002' > "$work/new"
 printf '%s' 'sha-passphrase-for-tests-0003' > "$work/sha"
