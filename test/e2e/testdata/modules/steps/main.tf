@@ -1,5 +1,5 @@
-# A test module whose applies can fail part-way and whose destroys can take long, with built-in
-# resources only.
+# A test module whose applies can fail part-way, whose destroys can take long and whose state can
+# outgrow one Secret, with built-in resources only.
 
 variable "name" {
   type = string
@@ -20,6 +20,18 @@ variable "fail" {
 variable "destroy_sleep" {
   type    = number
   default = 0
+}
+
+# Blobs of SHA-512 digests, which gzip compresses little: 140 make a state of about 1.7 MB of
+# gzip, above the 1 MiB a Secret holds, and it does not compress at all once encrypted.
+variable "blobs" {
+  type    = number
+  default = 0
+}
+
+resource "terraform_data" "blob" {
+  count = var.blobs
+  input = join("", [for j in range(180) : base64sha512("${var.name}-${count.index}-${j}")])
 }
 
 resource "terraform_data" "base" {
