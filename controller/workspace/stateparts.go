@@ -45,10 +45,12 @@ var statePartsAsked = predicate.Funcs{
 }
 
 // provideStateParts creates the part Secrets the lock Lease asks for that do not exist yet and,
-// for the object's own runner identity, the Role and RoleBinding that let it get and update
-// them by name. The parts have a Role of their own, made only once a state needs parts, so the
-// objects whose state fits one Secret (nearly all) cost nothing more, and a runner Role is never
-// updated: the controller may create Roles, not change them.
+// while the object has parts, for its own runner identity the Role and RoleBinding that let it
+// get and update them by name. The parts have a Role of their own, made only once a state needs
+// parts, so the objects whose state fits one Secret (nearly all) cost nothing more, and a runner
+// Role is never updated: the controller may create Roles, not change them. Parts that exist
+// without a Role, as after `clusterctl move` (which carries the parts, by their move label, and
+// not the Roles), get it back before the next Job reads them.
 func (p *pass) provideStateParts(ctx context.Context) error {
 	ns, suffix := p.obj.GetNamespace(), p.stateSuffix()
 	annotations, err := p.lockLeaseAnnotations(ctx, types.NamespacedName{Namespace: ns, Name: state.LockLeaseName(suffix)})
@@ -56,7 +58,7 @@ func (p *pass) provideStateParts(ctx context.Context) error {
 		return err
 	}
 	wanted := statePartsWanted(annotations)
-	if wanted == 0 {
+	if wanted == 0 && !p.hasStateParts(ctx) {
 		return nil
 	}
 	var objects []wantedObject
@@ -90,6 +92,24 @@ func StatePartsRules(stateSuffix string) []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}, ResourceNames: jobs.StatePartNames(stateSuffix)},
 	}
+}
+
+// hasStateParts reports whether the first part of either slot exists, as the metadata cache
+// knows it, or live without a cache.
+func (p *pass) hasStateParts(ctx context.Context) bool {
+	for _, slot := range jobs.StatePartSlots {
+		key := types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: jobs.StatePartName(p.stateSuffix(), slot, 0)}
+		if p.r.Metadata == nil {
+			if err := p.r.APIReader.Get(ctx, key, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}); err == nil {
+				return true
+			}
+			continue
+		}
+		if _, found, err := cachedMetadata(ctx, p.r.Metadata, secretGVK, key); err == nil && found {
+			return true
+		}
+	}
+	return false
 }
 
 // lockLeaseAnnotations reads the lock Lease's annotations from the metadata cache, or live

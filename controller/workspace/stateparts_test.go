@@ -120,6 +120,22 @@ func TestARunThatAsksForStatePartsGetsThem(t *testing.T) {
 	}
 }
 
+func TestStatePartsWithoutTheirRoleGetItBack(t *testing.T) {
+	// As after clusterctl move, which carries the parts by their move label and not the Roles.
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web")
+	suffix := jobs.StateSecretSuffix(h.ns, jobs.KindCluster, "web")
+	part := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: jobs.StatePartName(suffix, "b", 0)}}
+	if err := h.c.Create(h.ctx, part); err != nil {
+		t.Fatal(err)
+	}
+	h.settle(tc)
+	var role rbacv1.Role
+	if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: jobs.StatePartsRoleName(suffix)}, &role); err != nil {
+		t.Fatalf("the parts Role: %v", err)
+	}
+}
+
 // writeChunkedState writes the cluster web's state as the runner's state API keeps a state
 // above one Secret: parts in slot a and a manifest in the head.
 func (h *harness) writeChunkedState(resources int) {
