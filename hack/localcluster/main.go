@@ -18,8 +18,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/captf/captf/controller"
 	"github.com/captf/captf/test/capitest"
@@ -28,6 +30,8 @@ import (
 )
 
 func main() {
+	// The processes it starts log to .local/logs; its own clients have nothing to say.
+	logf.SetLogger(logr.Discard())
 	if err := run(); err != nil {
 		fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
 		os.Exit(1)
