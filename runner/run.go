@@ -192,7 +192,7 @@ func (r *runner) run(ctx context.Context) {
 		r.fail(jobs.ErrorKindStep, StepPrepare, err.Error())
 		return
 	}
-	backendConfig, api, err := startStateAPI(r.o.BackendConfig, filepath.Dir(r.rootDir))
+	backendConfig, api, err := startStateAPI(r.o.BackendConfig, filepath.Dir(r.rootDir), r.o.Op == jobs.OpRestore)
 	if err != nil {
 		r.fail(jobs.ErrorKindStep, StepPrepare, err.Error())
 		return

@@ -55,11 +55,11 @@ type stateAPI struct {
 	listener net.Listener
 }
 
-// startStateAPI starts the state API when the backend configuration names a Kubernetes API
+// startStateAPI starts the state API (repairing, for a restore: see stateParts.repair) when the backend configuration names a Kubernetes API
 // (in_cluster_config=true or config_path=…), writes a kubeconfig for it into workdir and returns
 // the backend configuration rewritten to use it. Without either setting it returns config as
 // given and a nil stateAPI.
-func startStateAPI(config []string, workdir string) ([]string, *stateAPI, error) {
+func startStateAPI(config []string, workdir string, repair bool) ([]string, *stateAPI, error) {
 	var inCluster bool
 	var path, kubeContext string
 	var rest []string
@@ -83,7 +83,7 @@ func startStateAPI(config []string, workdir string) ([]string, *stateAPI, error)
 	if err != nil {
 		return nil, nil, fmt.Errorf("state API: %w", err)
 	}
-	handler, err := newStateAPIHandler(upstream)
+	handler, err := newStateAPIHandler(upstream, repair)
 	if err != nil {
 		return nil, nil, fmt.Errorf("state API: %w", err)
 	}
@@ -122,7 +122,7 @@ func upstreamConfig(inCluster bool, path, kubeContext string) (*rest.Config, err
 }
 
 // newStateAPIHandler forwards to upstream with its credentials and answers Secret lists itself.
-func newStateAPIHandler(upstream *rest.Config) (http.Handler, error) {
+func newStateAPIHandler(upstream *rest.Config, repair bool) (http.Handler, error) {
 	transport, err := rest.TransportFor(upstream)
 	if err != nil {
 		return nil, err
@@ -134,11 +134,15 @@ func newStateAPIHandler(upstream *rest.Config) (http.Handler, error) {
 	if host.Path != "" && host.Path != "/" {
 		return nil, errors.New("an API server URL with a path is not supported")
 	}
-	clientset, err := kubernetes.NewForConfig(upstream)
+	// A save of a state in 8 parts is about 20 requests; client-go's default of 5 a second would
+	// spread it over seconds.
+	partsConfig := rest.CopyConfig(upstream)
+	partsConfig.QPS, partsConfig.Burst = 50, 100
+	clientset, err := kubernetes.NewForConfig(partsConfig)
 	if err != nil {
 		return nil, err
 	}
-	parts := &stateParts{client: clientset, partsWait: statePartsWait, poll: time.Second}
+	parts := &stateParts{client: clientset, partsWait: statePartsWait, poll: time.Second, repair: repair}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(&url.URL{Scheme: host.Scheme, Host: host.Host})

@@ -71,7 +71,7 @@ func TestStateAPIBackendConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			workdir := t.TempDir()
-			got, api, err := startStateAPI(tt.config, workdir)
+			got, api, err := startStateAPI(tt.config, workdir, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +93,7 @@ func TestStateAPIBackendConfig(t *testing.T) {
 func TestStateAPIRequests(t *testing.T) {
 	up, kubeconfig := startUpstream(t)
 	workdir := t.TempDir()
-	config, api, err := startStateAPI([]string{"config_path=" + kubeconfig, "config_context=c"}, workdir)
+	config, api, err := startStateAPI([]string{"config_path=" + kubeconfig, "config_context=c"}, workdir, false)
 	if err != nil {
 		t.Fatal(err)
 	}

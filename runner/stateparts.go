@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -38,6 +40,40 @@ type stateParts struct {
 	client kubernetes.Interface
 	// partsWait bounds the wait for the controller to create parts a write asks for.
 	partsWait, poll time.Duration
+	// repair reads a head whose parts do not make its state as no state, so that a restore's
+	// forced push, which reads the state before it writes, can replace a broken one.
+	repair bool
+}
+
+// transient reports the errors a state API request retries: the API server was busy, restarting
+// or unreachable. Part reads and writes are safe to repeat (a write goes to the slot no head
+// names), and a failed save would lose what the apply just created.
+func transient(err error) bool {
+	return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || utilnet.IsConnectionReset(err) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsProbableEOF(err)
+}
+
+// stateRetry spreads the attempts of a state request over about 6 s: long enough for an API
+// server's restart or a burst of throttling, short against the run.
+var stateRetry = wait.Backoff{Steps: 6, Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1}
+
+// getSecret reads a Secret, retrying transient errors.
+func (s *stateParts) getSecret(ctx context.Context, namespace, name string) (secret *corev1.Secret, err error) {
+	err = retry.OnError(stateRetry, transient, func() error {
+		secret, err = s.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+	return secret, err
+}
+
+// updateSecret writes a Secret, retrying transient errors; a conflict is returned as it is.
+func (s *stateParts) updateSecret(ctx context.Context, secret *corev1.Secret) (out *corev1.Secret, err error) {
+	err = retry.OnError(stateRetry, transient, func() error {
+		out, err = s.client.CoreV1().Secrets(secret.Namespace).Update(ctx, secret, metav1.UpdateOptions{})
+		return err
+	})
+	return out, err
 }
 
 // serve handles a GET or PUT of the state Secret of namespace and suffix.
@@ -62,7 +98,7 @@ func (s *stateParts) serve(w http.ResponseWriter, r *http.Request, namespace, su
 // read returns the state Secret with the state joined from its parts when the head holds a
 // manifest.
 func (s *stateParts) read(ctx context.Context, namespace, suffix, name string) (*corev1.Secret, error) {
-	head, err := s.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	head, err := s.getSecret(ctx, namespace, name)
 	if err != nil {
 		return nil, err
 	}
@@ -70,22 +106,36 @@ func (s *stateParts) read(ctx context.Context, namespace, suffix, name string) (
 	if !ok {
 		return head, nil
 	}
-	if err := manifest.Valid(); err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	var joined []byte
-	for i := range manifest.Count {
-		part, err := s.client.CoreV1().Secrets(namespace).Get(ctx, jobs.StatePartName(suffix, manifest.Slot, i), metav1.GetOptions{})
-		if err != nil {
-			return nil, apierrors.NewInternalError(fmt.Errorf("reading state part %d of %d: %w", i+1, manifest.Count, err))
-		}
-		joined = append(joined, part.Data[stateKey]...)
-	}
-	if err := manifest.Check(joined); err != nil {
+	joined, err := s.join(ctx, namespace, suffix, manifest)
+	switch {
+	case err != nil && s.repair && errors.Is(err, jobs.ErrStateParts):
+		delete(head.Data, stateKey)
+		return head, nil
+	case err != nil:
 		return nil, apierrors.NewInternalError(err)
 	}
 	head.Data[stateKey] = joined
 	return head, nil
+}
+
+// join reads the parts a manifest names and checks them against it. A missing part, or parts
+// that do not match, is jobs.ErrStateParts.
+func (s *stateParts) join(ctx context.Context, namespace, suffix string, manifest jobs.StateParts) ([]byte, error) {
+	if err := manifest.Valid(); err != nil {
+		return nil, err
+	}
+	var joined []byte
+	for i := range manifest.Count {
+		part, err := s.getSecret(ctx, namespace, jobs.StatePartName(suffix, manifest.Slot, i))
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("%w: part %d of %d is missing", jobs.ErrStateParts, i+1, manifest.Count)
+		case err != nil:
+			return nil, fmt.Errorf("reading state part %d of %d: %w", i+1, manifest.Count, err)
+		}
+		joined = append(joined, part.Data[stateKey]...)
+	}
+	return joined, manifest.Check(joined)
 }
 
 // write stores the state Secret the backend sent. A state that fits is written as sent; a larger
@@ -107,33 +157,59 @@ func (s *stateParts) write(ctx context.Context, body io.Reader, namespace, suffi
 	if sent.Name != name || (sent.Namespace != "" && sent.Namespace != namespace) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the body names %s/%s, not the state Secret %s/%s", sent.Namespace, sent.Name, namespace, name))
 	}
-	secrets := s.client.CoreV1().Secrets(namespace)
+	sent.Namespace = namespace
+	current, err := s.getSecret(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	if sent.ResourceVersion != "" && sent.ResourceVersion != current.ResourceVersion {
+		// The head moved since the backend read it: its write is bound to conflict, so no part
+		// is touched.
+		return nil, apierrors.NewConflict(corev1.Resource("secrets"), name, errors.New("the state changed since it was read"))
+	}
+	previous, chunked := jobs.StatePartsOf(current.Data[stateKey])
 	payload := sent.Data[stateKey]
-	if len(payload) <= jobs.MaxStatePartBytes {
-		return secrets.Update(ctx, &sent, metav1.UpdateOptions{})
-	}
-	current, err := secrets.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	previous, _ := jobs.StatePartsOf(current.Data[stateKey])
-	slot := jobs.OtherStatePartSlot(previous.Slot)
-	parts, manifest, err := jobs.SplitState(payload, slot)
-	if err != nil {
-		return nil, apierrors.NewRequestEntityTooLargeError(err.Error())
-	}
-	existing, err := s.partsOf(ctx, namespace, suffix, slot, len(parts))
-	if err != nil {
-		return nil, err
-	}
-	for i, part := range existing {
-		part.Data = map[string][]byte{stateKey: parts[i]}
-		if _, err := secrets.Update(ctx, part, metav1.UpdateOptions{}); err != nil {
-			return nil, fmt.Errorf("writing state part %d of %d: %w", i+1, len(parts), err)
+	if len(payload) > jobs.MaxStatePartBytes {
+		slot := jobs.OtherStatePartSlot(previous.Slot)
+		parts, manifest, err := jobs.SplitState(payload, slot)
+		if err != nil {
+			return nil, apierrors.NewRequestEntityTooLargeError(err.Error())
 		}
+		existing, err := s.partsOf(ctx, namespace, suffix, slot, len(parts))
+		if err != nil {
+			return nil, err
+		}
+		for i, part := range existing {
+			part.Data = map[string][]byte{stateKey: parts[i]}
+			if _, err := s.updateSecret(ctx, part); err != nil {
+				return nil, fmt.Errorf("writing state part %d of %d: %w", i+1, len(parts), err)
+			}
+		}
+		sent.Data[stateKey] = manifest
 	}
-	sent.Data[stateKey] = manifest
-	return secrets.Update(ctx, &sent, metav1.UpdateOptions{})
+	written, err := s.updateSecret(ctx, &sent)
+	if err != nil {
+		return nil, err
+	}
+	if chunked {
+		// The previous state's parts are no longer named: emptied, they keep no copy of an
+		// older state (one in the clear, say, before encryption) beside the current one.
+		s.empty(ctx, namespace, suffix, previous)
+	}
+	return written, nil
+}
+
+// empty clears the parts of a manifest the head no longer names, as far as it can: a part left
+// as it was holds an older state, and harms nothing else.
+func (s *stateParts) empty(ctx context.Context, namespace, suffix string, old jobs.StateParts) {
+	for i := range min(old.Count, jobs.MaxStateParts) {
+		part, err := s.getSecret(ctx, namespace, jobs.StatePartName(suffix, old.Slot, i))
+		if err != nil || len(part.Data) == 0 {
+			continue
+		}
+		part.Data = nil
+		_, _ = s.updateSecret(ctx, part)
+	}
 }
 
 // partsOf reads the first n parts of a slot, asking the controller for them when some do not
@@ -144,7 +220,7 @@ func (s *stateParts) partsOf(ctx context.Context, namespace, suffix, slot string
 	read := func(ctx context.Context) (bool, error) {
 		parts = parts[:0]
 		for i := range n {
-			part, err := s.client.CoreV1().Secrets(namespace).Get(ctx, jobs.StatePartName(suffix, slot, i), metav1.GetOptions{})
+			part, err := s.getSecret(ctx, namespace, jobs.StatePartName(suffix, slot, i))
 			switch {
 			case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
 				// Not created yet, or not yet granted: the controller makes the parts' Role with
@@ -192,13 +268,15 @@ func (s *stateParts) askForParts(ctx context.Context, namespace, suffix string, 
 	})
 }
 
-// writeStatus answers with the API status of err, as the API server would.
+// writeStatus answers with the API status of err, as the API server would; a wrapped one keeps
+// its code and carries the whole message.
 func writeStatus(w http.ResponseWriter, err error) {
-	status, ok := err.(apierrors.APIStatus)
-	if !ok || status.Status().Code == 0 {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Code == 0 {
 		status = apierrors.NewInternalError(err)
 	}
 	st := status.Status()
+	st.Message = err.Error()
 	st.Kind, st.APIVersion = "Status", "v1"
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(int(st.Code))

@@ -128,6 +128,64 @@ func TestStateParts(t *testing.T) {
 				t.Fatalf("err = %v, want 413", err)
 			}
 		}},
+		{"a busy API server is asked again, so a save survives it", func(t *testing.T, s *stateParts, api *fake.Clientset) {
+			failed := 0
+			api.PrependReactor("update", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+				if failed < 2 {
+					failed++
+					return true, nil, apierrors.NewTooManyRequests("busy", 0)
+				}
+				return false, nil, nil
+			})
+			if _, err := write(t, s, large); err != nil || failed != 2 {
+				t.Fatalf("err = %v after %d refusals", err, failed)
+			}
+		}},
+		{"a write from a head that moved since the backend read it conflicts before any part is touched", func(t *testing.T, s *stateParts, api *fake.Clientset) {
+			head, _ := api.CoreV1().Secrets(partsNS).Get(context.Background(), partsHead, metav1.GetOptions{})
+			head.ResourceVersion, head.Data = "1", map[string][]byte{stateKey: large}
+			body, _ := json.Marshal(head)
+			moved, _ := api.CoreV1().Secrets(partsNS).Get(context.Background(), partsHead, metav1.GetOptions{})
+			moved.ResourceVersion = "2"
+			_ = api.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), moved, partsNS)
+			api.ClearActions()
+			if _, err := s.write(context.Background(), bytes.NewReader(body), partsNS, partsSuffix, partsHead); !apierrors.IsConflict(err) {
+				t.Fatalf("err = %v, want a conflict", err)
+			}
+			for _, a := range api.Actions() {
+				if a.GetVerb() == "update" {
+					t.Fatalf("a part was written: %v", a)
+				}
+			}
+		}},
+		{"the parts the head no longer names are emptied, so no older state stays beside it", func(t *testing.T, s *stateParts, api *fake.Clientset) {
+			if _, err := write(t, s, large); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := write(t, s, randomPayload(100)); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				part, _ := api.CoreV1().Secrets(partsNS).Get(context.Background(), jobs.StatePartName(partsSuffix, "a", i), metav1.GetOptions{})
+				if len(part.Data) != 0 {
+					t.Fatalf("part a%d still holds %d bytes", i, len(part.Data[stateKey]))
+				}
+			}
+		}},
+		{"a restore reads a head whose parts are missing as no state, so its push can replace it", func(t *testing.T, s *stateParts, api *fake.Clientset) {
+			if _, err := write(t, s, large); err != nil {
+				t.Fatal(err)
+			}
+			_ = api.CoreV1().Secrets(partsNS).Delete(context.Background(), jobs.StatePartName(partsSuffix, "a", 1), metav1.DeleteOptions{})
+			if _, err := s.read(context.Background(), partsNS, partsSuffix, partsHead); err == nil {
+				t.Fatal("a run that is no restore read a broken state")
+			}
+			s.repair = true
+			got, err := s.read(context.Background(), partsNS, partsSuffix, partsHead)
+			if _, ok := got.Data[stateKey]; err != nil || ok {
+				t.Fatalf("a restore read %v (%v), want the head without a state", got.Data, err)
+			}
+		}},
 		{"a write naming another Secret is refused", func(t *testing.T, s *stateParts, api *fake.Clientset) {
 			body := `{"metadata":{"name":"someone-elses","namespace":"ns"},"data":{}}`
 			if _, err := s.write(context.Background(), strings.NewReader(body), partsNS, partsSuffix, partsHead); !apierrors.IsBadRequest(err) {
