@@ -104,9 +104,11 @@ const (
 	// ReasonStateKeyMismatch: the state is encrypted under a key id the controller has, and
 	// does not open with its passphrase.
 	ReasonStateKeyMismatch = "StateKeyMismatch"
-	ReasonStateUnsupported = "StateUnsupported"
-	ReasonStateUnreadable  = "StateUnreadable"
-	ReasonStateLocked      = "StateLocked"
+	// ReasonStateNotEncrypted: the state is in the clear although it was last read encrypted.
+	ReasonStateNotEncrypted = "StateNotEncrypted"
+	ReasonStateUnsupported  = "StateUnsupported"
+	ReasonStateUnreadable   = "StateUnreadable"
+	ReasonStateLocked       = "StateLocked"
 	// ReasonStateLost: the state is missing although an apply once succeeded (captf.io/applied).
 	ReasonStateLost = "StateLost"
 

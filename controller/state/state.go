@@ -69,6 +69,10 @@ var (
 	// ErrTooLarge is ErrCorrupt too: a Secret that large is a gzip bomb rather than a state the
 	// backend wrote, and StateReadable reports it as corrupt.
 	ErrTooLarge = errors.New("state is too large")
+	// ErrNotEncrypted: the state is in the clear although the controller last read it encrypted.
+	// Only the key's holder can write an encrypted state; a state in the clear in its place was
+	// written by someone else, and its outputs are not to be trusted.
+	ErrNotEncrypted = errors.New("state is in the clear although it was encrypted")
 	// ErrPartsUnreadable: a part of a state kept in parts could not be read; the read is to be
 	// retried, the state is not known to be wrong.
 	ErrPartsUnreadable = errors.New("state parts cannot be read")
@@ -160,7 +164,7 @@ func joinParts(ctx context.Context, reader client.Reader, head *corev1.Secret, m
 		name := jobs.StatePartName(suffix, manifest.Slot, i)
 		switch err := reader.Get(ctx, client.ObjectKey{Namespace: head.Namespace, Name: name}, &part); {
 		case apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("%w: state part %s is missing", ErrCorrupt, name)
+			return nil, fmt.Errorf("%w: %w: state part %s is missing", ErrCorrupt, jobs.ErrStateParts, name)
 		case err != nil:
 			return nil, fmt.Errorf("%w: %s: %w", ErrPartsUnreadable, name, err)
 		}

@@ -204,15 +204,23 @@ func (p *pass) pruneBackups(ctx context.Context, suffix string) error {
 		if old.Annotations[AnnotationBackupSerial] == pending {
 			continue
 		}
-		if err := p.r.Client.Delete(ctx, old, client.Preconditions{UID: &old.UID}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("pruning state backup %s: %w", old.Name, err)
-		}
+		// Its chunks first: a backup found is one whose chunks can still be found.
 		chunks, _ := strconv.Atoi(old.Annotations[AnnotationBackupChunks])
 		for i := 1; i < min(chunks, jobs.MaxStateParts); i++ {
-			part := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: old.Namespace, Name: jobs.BackupPartName(old.Name, i)}}
-			if err := p.r.Client.Delete(ctx, part); err != nil && !apierrors.IsNotFound(err) {
+			var part corev1.Secret
+			err := p.r.APIReader.Get(ctx, client.ObjectKey{Namespace: old.Namespace, Name: jobs.BackupPartName(old.Name, i)}, &part)
+			if apierrors.IsNotFound(err) || err == nil && !ownedByObject(&part, p.obj) {
+				continue
+			}
+			if err == nil {
+				err = p.r.Client.Delete(ctx, &part, client.Preconditions{UID: &part.UID})
+			}
+			if err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("pruning state backup chunk %s: %w", part.Name, err)
 			}
+		}
+		if err := p.r.Client.Delete(ctx, old, client.Preconditions{UID: &old.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("pruning state backup %s: %w", old.Name, err)
 		}
 	}
 	return nil

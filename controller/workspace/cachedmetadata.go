@@ -31,7 +31,8 @@ var (
 var MetadataKinds = []schema.GroupVersionKind{secretGVK, leaseGVK, serviceAccountGVK, roleGVK, roleBindingGVK}
 
 // MetadataSelector is the label selector of the objects of a MetadataKinds kind whose metadata
-// Metadata must hold: those labelled captf.io/managed=true, but for state backups. Backups are
+// Metadata must hold: those labelled captf.io/managed=true, but for state backups and their
+// chunks. Backups are
 // only ever read live, and an object keeps several, each with more labels and annotations than
 // its state Secret.
 func MetadataSelector(gvk schema.GroupVersionKind) labels.Selector {
@@ -43,7 +44,11 @@ func MetadataSelector(gvk schema.GroupVersionKind) labels.Selector {
 	if err != nil {
 		panic(err) // a constant, valid label key
 	}
-	return managed.Add(*notBackup)
+	notBackupChunk, err := labels.NewRequirement(LabelStateBackupPart, selection.DoesNotExist, nil)
+	if err != nil {
+		panic(err) // a constant, valid label key
+	}
+	return managed.Add(*notBackup, *notBackupChunk)
 }
 
 // MetadataSelectors is MetadataSelector of each of MetadataKinds.

@@ -30,7 +30,7 @@ func (p *pass) cleanup(ctx context.Context) error {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: jobs.PlanKeySecretName(p.r.Kind, p.obj.GetName())}},
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: jobs.RunLeaseName(suffix)}},
 	}
-	objects = append(objects, p.statePartObjects(ctx)...)
+	objects = append(objects, p.statePartObjects()...)
 	for _, o := range objects {
 		if err := p.r.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("cleaning up %s: %w", o.GetName(), err)

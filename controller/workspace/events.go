@@ -34,6 +34,7 @@ const (
 	EventServiceAccountNotOptedIn        = "ServiceAccountNotOptedIn"
 	EventCLIConfigNotFound               = "CLIConfigNotFound"
 	EventStateKeysNotFound               = "StateKeysNotFound"
+	EventStatePartsNotProvided           = "StatePartsNotProvided"
 	EventEnvSourceNotOptedIn             = "EnvSourceNotOptedIn"
 	EventImageNotAllowed                 = "ImageNotAllowed"
 	EventProvisioned                     = "Provisioned"
@@ -109,6 +110,7 @@ var Events = []EventDoc{
 	{EventExportsNotPublished, "Warning", "A cluster's exports output is too large for status.exports (65536 bytes of JSON); machines and pools read it from the state all the same."},
 	{EventServiceAccountNotOptedIn, "Warning", "spec.jobs.serviceAccountName names a ServiceAccount that does not exist or lacks the label captf.io/runner=true; no Job starts."},
 	{EventCLIConfigNotFound, "Warning", "spec.jobs.cliConfigSecretRef names a Secret that does not exist, lacks the label captf.io/cli-config=true or the key tofurc; no Job starts."},
+	{EventStatePartsNotProvided, "Warning", "The state parts a running Job asked for, or their Role, could not be created; the run fails when its wait ends, and the next run asks again."},
 	{EventStateKeysNotFound, "Warning", "spec.stateEncryption names a Secret that does not exist, lacks the label captf.io/state-key=true or the key keyID, or holds a key that is not a valid key id with a passphrase of at least 16 characters; no Job starts."},
 	{EventImageNotAllowed, "Warning", "The module image is not among the images the install (--allowed-images) or the object's TerraformClusterIdentity (spec.allowedImages) allows; no Job starts."},
 	{EventEnvSourceNotOptedIn, "Warning", "spec.jobs.env takes a value from a Secret or ConfigMap that does not exist or lacks the label captf.io/env=true; no Job starts."},

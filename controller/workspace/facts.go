@@ -100,9 +100,8 @@ func (r *Reconciler) gatherFactsFrom(ctx context.Context, reader, owners client.
 	if err := r.readDurable(ctx, reader, &f, client.ObjectKey{Namespace: ns, Name: jobs.InputsSecretName(r.Kind, obj.GetName())}, useCache); err != nil {
 		return f, err
 	}
-	if stateErr == nil && !st.Exists && f.Durable.Annotations[jobs.AnnotationApplied] == "true" {
-		// The marker outlives the state: a missing state after a successful apply is lost, not new.
-		stateErr = state.ErrLost
+	if stateErr == nil {
+		stateErr = stateMismatch(obj, st, f.Durable.Annotations[jobs.AnnotationApplied] == "true")
 	}
 	obj = withProvisioningRebuilt(r.KindInfo, obj, st, stateErr)
 	restore, problem, err := restoreRequest(ctx, reader, obj, suffix)
@@ -145,6 +144,20 @@ func (r *Reconciler) gatherFactsFrom(ctx context.Context, reader, owners client.
 		f.Dependents, f.Input.Dependents = dependentsMessage(found)
 	}
 	return f, nil
+}
+
+// stateMismatch says why a state read without error is not the one the object's history
+// allows: a missing state after a successful apply is lost, not new (the applied marker outlives
+// the state), and a state in the clear where the controller read an encrypted one was written
+// without the key.
+func stateMismatch(obj infrav1.Workspace, st state.State, applied bool) error {
+	switch {
+	case !st.Exists && applied:
+		return state.ErrLost
+	case st.Exists && st.KeyID == "" && obj.WorkspaceSpec().StateEncryption != nil && obj.WorkspaceStatus().StateKeyID != "":
+		return state.ErrNotEncrypted
+	}
+	return nil
 }
 
 // readState reads the state into f: from the memo when useCache and the cached metadata shows

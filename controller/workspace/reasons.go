@@ -67,6 +67,8 @@ func stateReason(err error) string {
 		return conditions.ReasonStateEncrypted
 	case errors.Is(err, state.ErrStateKey):
 		return conditions.ReasonStateKeyMismatch
+	case errors.Is(err, state.ErrNotEncrypted):
+		return conditions.ReasonStateNotEncrypted
 	case errors.Is(err, state.ErrUnsupportedVersion):
 		return conditions.ReasonStateUnsupported
 	}

@@ -44,9 +44,11 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	p.reportPause(pause)
-	// A running Job may be waiting for state parts, paused or not.
+	// A running Job may be waiting for state parts, paused or not. Parts that cannot be made
+	// fail that run, which reports it; the pass goes on, so nothing else of the object waits.
 	if err := p.provideStateParts(ctx); err != nil {
-		return ctrl.Result{}, err
+		logf.FromContext(ctx).Error(err, "providing the state parts a run asked for")
+		p.event(nil, corev1.EventTypeWarning, EventStatePartsNotProvided, "%s", err.Error())
 	}
 	if res, running, err := p.followActiveJob(ctx); running || err != nil {
 		return res, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,8 +61,8 @@ func readStateKeys(ctx context.Context, reader client.Reader, namespace string, 
 	}
 	keys = stateKeys{secret: name, keyring: statecrypt.Keyring{}, current: enc.KeyID}
 	for id, passphrase := range secret.Data {
-		if !statecrypt.ValidKeyID(id) || len(passphrase) < minStatePassphrase {
-			return stateKeys{}, fmt.Sprintf("Secret %s (spec.stateEncryption.secretRef) key %q is not a key id (a letter, then letters, digits, '_' or '-') with a passphrase of at least %d characters", name, id, minStatePassphrase), nil
+		if !statecrypt.ValidKeyID(id) || len(passphrase) < minStatePassphrase || !utf8.Valid(passphrase) {
+			return stateKeys{}, fmt.Sprintf("Secret %s (spec.stateEncryption.secretRef) key %q is not a key id (a letter, then letters, digits, '_' or '-') with a passphrase of at least %d characters of UTF-8 text", name, id, minStatePassphrase), nil
 		}
 		keys.keyring[id] = passphrase
 	}

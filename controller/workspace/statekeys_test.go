@@ -120,6 +120,7 @@ func TestStateEncryptionKeys(t *testing.T) {
 		{name: "a Secret that has not opted in starts no Job", keys: map[string]string{"one": keyOne}, keyID: "one", problem: "does not carry the label captf.io/state-key=true"},
 		{name: "a Secret without the current key starts no Job", optedIn: true, keys: map[string]string{"one": keyOne}, keyID: "two", problem: "has no key two"},
 		{name: "a passphrase shorter than OpenTofu takes starts no Job", optedIn: true, keys: map[string]string{"one": "short"}, keyID: "one", problem: `key "one" is not a key id`},
+		{name: "a passphrase that is no UTF-8 text, which OpenTofu cannot read, starts no Job", optedIn: true, keys: map[string]string{"one": "\xff\xfe" + keyOne}, keyID: "one", problem: "UTF-8"},
 		{name: "a key that is no key id starts no Job", optedIn: true, keys: map[string]string{"one": keyOne, "2nd": keyTwo}, keyID: "one", problem: `key "2nd" is not a key id`},
 		{name: "the run gets every key, writes under the current one and takes no state in the clear", optedIn: true, keys: map[string]string{"one": keyOne, "two": keyTwo}, keyID: "two",
 			wantJob: true, wantItems: []string{"one", "two"}, wantArgs: []string{"--state-keys=" + jobspec.StateKeysDir, "--state-key=two"}},
@@ -162,6 +163,14 @@ func TestAnEncryptedStateIsReadWithItsKey(t *testing.T) {
 	h.get(tc)
 	if !conditions.IsTrue(tc.Status.Conditions, conditions.OutputsValid) || tc.Spec.ControlPlaneEndpoint.Host != "api.web.example" || tc.Status.StateKeyID != "one" {
 		t.Fatalf("conditions %+v, endpoint %+v, stateKeyID %q: want the encrypted state's outputs, key one", tc.Status.Conditions, tc.Spec.ControlPlaneEndpoint, tc.Status.StateKeyID)
+	}
+
+	// A state in the clear where an encrypted one was was written without the key: refused.
+	h.writeState(jobs.KindCluster, "web", 1)
+	h.settle(tc)
+	h.get(tc)
+	if c := conditions.Get(tc.Status.Conditions, conditions.StateReadable); c == nil || c.Reason != conditions.ReasonStateNotEncrypted || tc.Status.StateKeyID != "one" {
+		t.Fatalf("StateReadable = %+v, stateKeyID %q; want StateNotEncrypted and the key kept", c, tc.Status.StateKeyID)
 	}
 
 	// Under a key id the controller has, with another passphrase, the state does not open.

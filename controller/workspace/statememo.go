@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/captf/captf/controller/state"
+	"github.com/captf/captf/jobs"
 )
 
 // stateMemo remembers, per state Secret, what the last live read of it found: the state as
@@ -39,8 +40,9 @@ func newStateMemo() *stateMemo {
 // remember stores what a live read of the Secret at resourceVersion found.
 func (m *stateMemo) remember(key types.NamespacedName, resourceVersion string, st state.State, err error) {
 	// A state that awaits its key is read anew each pass, so a key added later is used: the
-	// key Secret brings no event.
-	if m == nil || resourceVersion == "" || errors.Is(err, state.ErrEncrypted) || errors.Is(err, state.ErrStateKey) {
+	// key Secret brings no event. So is one whose parts do not make it: the memo is keyed by the
+	// head alone, and a part may come back without it changing.
+	if m == nil || resourceVersion == "" || errors.Is(err, state.ErrEncrypted) || errors.Is(err, state.ErrStateKey) || errors.Is(err, jobs.ErrStateParts) {
 		return
 	}
 	hashed := st.InputsHash != ""

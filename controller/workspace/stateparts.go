@@ -57,7 +57,12 @@ func (p *pass) provideStateParts(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	wanted := statePartsWanted(annotations)
+	// Only a running Job waits for parts: an annotation left behind, or set by whoever may
+	// update Leases, creates nothing while none runs.
+	wanted := 0
+	if jobs.ActiveJob(p.jobs) != nil {
+		wanted = statePartsWanted(annotations)
+	}
 	if wanted == 0 && !p.hasStateParts(ctx) {
 		return nil
 	}
@@ -138,16 +143,13 @@ func (p *pass) statePartLabels() map[string]string {
 	return labels
 }
 
-// statePartObjects are the part Secrets of a state that exist, as the metadata cache knows them,
-// or all names without a cache.
-func (p *pass) statePartObjects(ctx context.Context) []client.Object {
-	ns, suffix := p.obj.GetNamespace(), p.stateSuffix()
+// statePartObjects are every part Secret a state may have. Cleanup deletes them all, not only
+// those the metadata cache knows: the run's identity may update a part's labels, and a part
+// out of the cache would outlive the object with state in it.
+func (p *pass) statePartObjects() []client.Object {
+	ns := p.obj.GetNamespace()
 	var out []client.Object
-	for _, name := range jobs.StatePartNames(suffix) {
-		key := types.NamespacedName{Namespace: ns, Name: name}
-		if _, found, err := cachedMetadata(ctx, p.r.Metadata, secretGVK, key); p.r.Metadata != nil && err == nil && !found {
-			continue
-		}
+	for _, name := range jobs.StatePartNames(p.stateSuffix()) {
 		out = append(out, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
 	}
 	return out

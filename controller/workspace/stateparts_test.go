@@ -120,6 +120,21 @@ func TestARunThatAsksForStatePartsGetsThem(t *testing.T) {
 	}
 }
 
+func TestALeaseAskingForPartsWhileNoJobRunsCreatesNothing(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web")
+	h.settle(tc)
+	h.writeState(jobs.KindCluster, "web", 1)
+	h.finish(h.runningJob(jobs.KindCluster, "web"), jobs.OutcomeSucceeded, &jobs.RunnerResult{Changes: &jobs.Changes{Add: 1}})
+	h.settle(tc)
+	h.noRunningJob(jobs.KindCluster, "web")
+	h.askForParts(8)
+	h.settle(tc)
+	if parts := h.existingParts(); len(parts) != 0 {
+		t.Fatalf("parts %v created while no Job runs", parts)
+	}
+}
+
 func TestStatePartsWithoutTheirRoleGetItBack(t *testing.T) {
 	// As after clusterctl move, which carries the parts by their move label and not the Roles.
 	h := newHarness(t, jobs.KindCluster)

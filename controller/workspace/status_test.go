@@ -221,6 +221,7 @@ func TestSetStateReadable(t *testing.T) {
 		{"a corrupt state is not readable", state.State{}, fmt.Errorf("x: %w", state.ErrCorrupt), metav1.ConditionFalse, conditions.ReasonStateCorrupt},
 		{"an encrypted state is not readable without its key", state.State{}, state.ErrEncrypted, metav1.ConditionFalse, conditions.ReasonStateEncrypted},
 		{"an encrypted state that does not open with its key is not readable", state.State{}, fmt.Errorf("x: %w", state.ErrStateKey), metav1.ConditionFalse, conditions.ReasonStateKeyMismatch},
+		{"a state in the clear where an encrypted one was is not readable", state.State{}, state.ErrNotEncrypted, metav1.ConditionFalse, conditions.ReasonStateNotEncrypted},
 		{"an encrypted state is read with its key", state.State{Exists: true, Serial: 4, KeyID: "k1"}, nil, metav1.ConditionTrue, conditions.ReasonStateRead},
 		{"an unsupported state is not readable", state.State{}, state.ErrUnsupportedVersion, metav1.ConditionFalse, conditions.ReasonStateUnsupported},
 		{"any other error is unreadable", state.State{}, errors.New("x"), metav1.ConditionFalse, conditions.ReasonStateUnreadable},

@@ -46,7 +46,7 @@ func ValidKeyID(id string) bool { return keyIDPattern.MatchString(id) }
 // the controller's CPU; OpenTofu itself refuses fewer than 200000 iterations.
 const (
 	minIterations = 200000
-	maxIterations = 2000000
+	maxIterations = 600000
 	maxSaltBytes  = 64
 	// encryptionVersion is the only envelope version OpenTofu 1.10 writes.
 	encryptionVersion = "v0"

@@ -122,6 +122,7 @@ func TestDecrypt(t *testing.T) {
 			d["encrypted_data"] = base64.StdEncoding.EncodeToString(data)
 		}, nil), keys: both, wantErr: ErrStateKey},
 		{name: "a forged iteration count is refused before any derivation", doc: edit("old.tfstate", nil, func(m map[string]any) { m["iterations"] = 2e9 }), keys: both, wantErr: ErrCorrupt},
+		{name: "more iterations than OpenTofu's default, which captf never writes", doc: edit("old.tfstate", nil, func(m map[string]any) { m["iterations"] = 600001 }), keys: both, wantErr: ErrCorrupt},
 		{name: "fewer iterations than OpenTofu allows", doc: edit("old.tfstate", nil, func(m map[string]any) { m["iterations"] = 199999 }), keys: both, wantErr: ErrCorrupt},
 		{name: "an unknown hash function", doc: edit("old.tfstate", nil, func(m map[string]any) { m["hash_function"] = "md5" }), keys: both, wantErr: ErrCorrupt},
 		{name: "a key length AES does not take", doc: edit("old.tfstate", nil, func(m map[string]any) { m["key_length"] = 20 }), keys: both, wantErr: ErrCorrupt},

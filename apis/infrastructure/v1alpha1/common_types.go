@@ -50,7 +50,8 @@ type WorkspaceSpec struct {
 // StateEncryption names the passphrases a state is encrypted with.
 type StateEncryption struct {
 	// secretRef names a Secret in the object's namespace whose keys are key ids and whose
-	// values are passphrases of at least 16 characters (32 random bytes are recommended). It
+	// values are passphrases of at least 16 characters of UTF-8 text (32 random bytes, base64
+	// encoded, are recommended: openssl rand -base64 32). It
 	// must carry the label captf.io/state-key=true; until it does and holds keyID, no Job starts.
 	// Only its keys are mounted into runs, and the controller reads it to read the state.
 	// +required
