@@ -35,12 +35,26 @@ import (
 // provisioned (a Job each: pod, runner, init, plan, apply, the state in its Secret, the
 // status), against the same module run directly with `tofu init && tofu apply` in a fresh
 // directory per machine, with the same inputs, the providers from the same mirror and the same
-// parallelism (every machine at once). One op is one batch of machines.
+// parallelism (every machine at once). direct-same-steps runs, directly, the OpenTofu commands a
+// captf machine runs (captfSteps), so that what captf's machinery costs shows apart from what its
+// run model asks of OpenTofu. One op is one batch of machines.
 func BenchmarkRunCost(b *testing.B) {
 	for _, n := range []int{1, 100} {
 		b.Run(fmt.Sprintf("machines=%d/captf", n), func(b *testing.B) { benchCaptf(b, n) })
-		b.Run(fmt.Sprintf("machines=%d/direct", n), func(b *testing.B) { benchDirect(b, n) })
+		b.Run(fmt.Sprintf("machines=%d/direct", n), func(b *testing.B) { benchDirect(b, n, directSteps) })
+		b.Run(fmt.Sprintf("machines=%d/direct-same-steps", n), func(b *testing.B) { benchDirect(b, n, captfSteps) })
 	}
+}
+
+// directSteps are the commands of a direct run, as a pipeline runs them.
+var directSteps = [][]string{{"init", "-input=false", "-lockfile=readonly"}, {"apply", "-auto-approve", "-input=false"}}
+
+// captfSteps are the OpenTofu commands a captf machine runs for the same result: its apply Job's
+// version, init, validate and apply, then the refresh Job every machine gets after an apply,
+// from a fresh work directory (a nil step): version, init and apply -refresh-only.
+var captfSteps = [][]string{
+	{"version", "-json"}, directSteps[0], {"validate", "-json", "-no-color"}, directSteps[1],
+	nil, {"version", "-json"}, directSteps[0], {"apply", "-refresh-only", "-auto-approve", "-input=false"},
 }
 
 func benchCaptf(b *testing.B, n int) {
@@ -131,7 +145,7 @@ func reportInit(b *testing.B, seconds []float64) {
 	b.ReportMetric(sum/float64(len(seconds)), "init-s/run")
 }
 
-func benchDirect(b *testing.B, n int) {
+func benchDirect(b *testing.B, n int, steps [][]string) {
 	bin, err := testenv.BinDir()
 	if err != nil {
 		b.Fatal(err)
@@ -158,7 +172,7 @@ func benchDirect(b *testing.B, n int) {
 		errs := make([]error, n)
 		inits := make([]float64, n)
 		for j, dir := range dirs {
-			wg.Go(func() { inits[j], errs[j] = initAndApply(tofu, cli, dir) })
+			wg.Go(func() { inits[j], errs[j] = runSteps(tofu, cli, dir, steps) })
 		}
 		wg.Wait()
 		for _, err := range errs {
@@ -202,19 +216,27 @@ func directRoot(b *testing.B, module string, lock []byte, name string) string {
 	return dir
 }
 
-// initAndApply runs `tofu init && tofu apply` in dir as a pipeline would, and returns how long
-// init took.
-func initAndApply(tofu, cli, dir string) (initSeconds float64, err error) {
+// runSteps runs the OpenTofu commands steps in dir, one after the other, and returns how long the
+// first init took. A nil step removes the work directory's .terraform, as a new Job starts
+// without it.
+func runSteps(tofu, cli, dir string, steps [][]string) (initSeconds float64, err error) {
 	env := []string{"HOME=" + dir, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1", "TF_CLI_CONFIG_FILE=" + cli, "PATH=" + os.Getenv("PATH")}
-	for i, args := range [][]string{{"init", "-input=false", "-lockfile=readonly"}, {"apply", "-auto-approve", "-input=false"}} {
+	inits := 0
+	for _, args := range steps {
+		if args == nil {
+			if err := os.RemoveAll(filepath.Join(dir, ".terraform")); err != nil {
+				return 0, err
+			}
+			continue
+		}
 		start := time.Now()
 		cmd := exec.CommandContext(context.Background(), tofu, args...)
 		cmd.Dir, cmd.Env = dir, env
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return 0, fmt.Errorf("tofu %s in %s: %w\n%s", args[0], dir, err, out)
 		}
-		if i == 0 {
-			initSeconds = time.Since(start).Seconds()
+		if args[0] == "init" && inits == 0 {
+			initSeconds, inits = time.Since(start).Seconds(), 1
 		}
 	}
 	return initSeconds, nil
