@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -102,7 +103,7 @@ func (p *pass) backupState(ctx context.Context, st state.State, stateSecret *cor
 			},
 			Data: map[string][]byte{jobspec.BackupStateKey: chunks[i]},
 		}
-		if err := p.r.Client.Create(ctx, part); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := p.createBackupChunk(ctx, part); err != nil {
 			return fmt.Errorf("backing up chunk %d of state serial %d: %w", i, st.Serial, err)
 		}
 	}
@@ -123,6 +124,27 @@ func (p *pass) backupState(ctx context.Context, st state.State, stateSecret *cor
 	status.ObservedStateSerial = st.Serial
 	p.event(nil, corev1.EventTypeNormal, EventStateBackedUp, "Backed up state serial %d as %s", st.Serial, name)
 	return p.pruneBackups(ctx, suffix)
+}
+
+// createBackupChunk creates a backup chunk. A Secret of its name that holds other bytes (left by
+// a pass that crashed over another payload, or planted) is replaced, so the backup it belongs
+// to can be restored.
+func (p *pass) createBackupChunk(ctx context.Context, chunk *corev1.Secret) error {
+	err := p.r.Client.Create(ctx, chunk)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	var existing corev1.Secret
+	if err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(chunk), &existing); err != nil {
+		return err
+	}
+	if ownedByObject(&existing, p.obj) && existing.Labels[LabelStateBackupPart] == "true" && bytes.Equal(existing.Data[jobspec.BackupStateKey], chunk.Data[jobspec.BackupStateKey]) {
+		return nil
+	}
+	if err := p.r.Client.Delete(ctx, &existing, client.Preconditions{UID: &existing.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return p.r.Client.Create(ctx, chunk)
 }
 
 // backupDigest is the digest a backup records of the state bytes it copied.

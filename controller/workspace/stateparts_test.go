@@ -194,6 +194,11 @@ func TestAStateKeptInPartsIsReadAndItsPartsGoWithTheObject(t *testing.T) {
 	h := newHarness(t, jobs.KindCluster)
 	tc := h.cluster("web")
 	h.settle(tc)
+	// A chunk planted under the name of the coming backup's is replaced, not taken.
+	planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: jobs.BackupPartName(workspace.BackupName(jobs.StateSecretSuffix(h.ns, jobs.KindCluster, "web"), 1), 1)}, Data: map[string][]byte{"tfstate": []byte("planted")}}
+	if err := h.c.Create(h.ctx, planted); err != nil {
+		t.Fatal(err)
+	}
 	h.askForParts(2)
 	h.settle(tc)
 	h.writeChunkedState(1)
