@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -9,8 +10,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crevent "sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/captf/captf/controller/jobspec"
@@ -80,15 +83,46 @@ func (p *pass) provideStateParts(ctx context.Context) error {
 				Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: runner, Namespace: ns}},
 			}, roleBindingGVK})
 	}
+	var parts []*corev1.Secret
 	for _, slot := range jobs.StatePartSlots {
 		for i := range wanted {
-			objects = append(objects, wantedObject{&corev1.Secret{
+			part := &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Name: jobs.StatePartName(suffix, slot, i), Namespace: ns, Labels: p.statePartLabels()},
 				Type:       corev1.SecretTypeOpaque,
-			}, secretGVK})
+			}
+			parts = append(parts, part)
+			objects = append(objects, wantedObject{part, secretGVK})
 		}
 	}
-	return p.createMissing(ctx, objects)
+	if err := p.createMissing(ctx, objects); err != nil {
+		return err
+	}
+	return p.replaceUnwritableParts(ctx, parts)
+}
+
+// replaceUnwritableParts replaces a part the run could not write: one made immutable, or of
+// another type, by whoever may create Secrets, before the controller made it. The run asks for
+// parts only once its apply is done, so such a part would lose the state of what it created.
+// A part the runner writes is never either, so nothing of a state is lost.
+func (p *pass) replaceUnwritableParts(ctx context.Context, parts []*corev1.Secret) error {
+	for _, want := range parts {
+		var got corev1.Secret
+		if err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), &got); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if !ptr.Deref(got.Immutable, false) && got.Type == corev1.SecretTypeOpaque {
+			continue
+		}
+		if err := p.r.Client.Delete(ctx, &got, client.Preconditions{UID: &got.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("replacing the unwritable state part %s: %w", got.Name, err)
+		}
+		fresh := want.DeepCopy()
+		if err := p.r.Client.Create(ctx, fresh); err != nil {
+			return fmt.Errorf("replacing the unwritable state part %s: %w", got.Name, err)
+		}
+		logf.FromContext(ctx).Info("replaced a state part the run could not write", "secret", got.Name, "immutable", ptr.Deref(got.Immutable, false), "type", got.Type)
+	}
+	return nil
 }
 
 // StatePartsRules are the rules of the Role that lets an object's runner get and update its

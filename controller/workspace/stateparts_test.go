@@ -14,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/captf/apis/infrastructure/v1alpha1"
@@ -117,6 +118,24 @@ func TestARunThatAsksForStatePartsGetsThem(t *testing.T) {
 				t.Errorf("parts RoleBinding subjects %+v", binding.Subjects)
 			}
 		})
+	}
+}
+
+func TestAPartPlantedUnwritableIsReplaced(t *testing.T) {
+	h := newHarness(t, jobs.KindCluster)
+	tc := h.cluster("web")
+	h.settle(tc)
+	h.runningJob(jobs.KindCluster, "web")
+	name := jobs.StatePartName(jobs.StateSecretSuffix(h.ns, jobs.KindCluster, "web"), "a", 0)
+	planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name}, Immutable: ptr.To(true)}
+	if err := h.c.Create(h.ctx, planted); err != nil {
+		t.Fatal(err)
+	}
+	h.askForParts(1)
+	h.settle(tc)
+	part := h.secret(name)
+	if part == nil || part.UID == planted.UID || ptr.Deref(part.Immutable, false) || part.Labels[jobs.LabelStatePart] != "true" {
+		t.Fatalf("part %+v, want the planted immutable one replaced by the controller's", part)
 	}
 }
 
