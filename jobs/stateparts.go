@@ -132,6 +132,28 @@ func (p StateParts) Check(joined []byte) error {
 	return nil
 }
 
+// JoinStateParts reads the parts a manifest of the state of suffix names, with read (a part's
+// bytes and whether it exists), and checks them against the manifest. A missing part, or parts
+// that do not match, is ErrStateParts; a failed read is returned wrapped.
+func JoinStateParts(suffix string, m StateParts, read func(name string) (data []byte, found bool, err error)) ([]byte, error) {
+	if err := m.Valid(); err != nil {
+		return nil, err
+	}
+	var joined []byte
+	for i := range m.Count {
+		name := StatePartName(suffix, m.Slot, i)
+		data, found, err := read(name)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("reading state part %s: %w", name, err)
+		case !found:
+			return nil, fmt.Errorf("%w: state part %s is missing", ErrStateParts, name)
+		}
+		joined = append(joined, data...)
+	}
+	return joined, m.Check(joined)
+}
+
 // SplitState splits a gzip'd state payload that is too large to be inline into parts, and
 // returns them with the manifest (gzip'd, as the head holds it) that names them in slot.
 func SplitState(payload []byte, slot string) (parts [][]byte, manifest []byte, err error) {

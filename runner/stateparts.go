@@ -118,24 +118,18 @@ func (s *stateParts) read(ctx context.Context, namespace, suffix, name string) (
 	return head, nil
 }
 
-// join reads the parts a manifest names and checks them against it. A missing part, or parts
-// that do not match, is jobs.ErrStateParts.
+// join reads the parts a manifest names and checks them against it (jobs.JoinStateParts).
 func (s *stateParts) join(ctx context.Context, namespace, suffix string, manifest jobs.StateParts) ([]byte, error) {
-	if err := manifest.Valid(); err != nil {
-		return nil, err
-	}
-	var joined []byte
-	for i := range manifest.Count {
-		part, err := s.getSecret(ctx, namespace, jobs.StatePartName(suffix, manifest.Slot, i))
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("%w: part %d of %d is missing", jobs.ErrStateParts, i+1, manifest.Count)
-		case err != nil:
-			return nil, fmt.Errorf("reading state part %d of %d: %w", i+1, manifest.Count, err)
+	return jobs.JoinStateParts(suffix, manifest, func(name string) ([]byte, bool, error) {
+		part, err := s.getSecret(ctx, namespace, name)
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
 		}
-		joined = append(joined, part.Data[stateKey]...)
-	}
-	return joined, manifest.Check(joined)
+		if err != nil {
+			return nil, false, err
+		}
+		return part.Data[stateKey], true, nil
+	})
 }
 
 // write stores the state Secret the backend sent. A state that fits is written as sent; a larger

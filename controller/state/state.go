@@ -154,24 +154,20 @@ func Payload(ctx context.Context, reader client.Reader, secret *corev1.Secret) (
 // or one that does not match is a corrupt state: the runner writes every part before the head
 // that names them, so only a lost part or one written behind its back gives either.
 func joinParts(ctx context.Context, reader client.Reader, head *corev1.Secret, manifest jobs.StateParts) ([]byte, error) {
-	if err := manifest.Valid(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
 	suffix := strings.TrimPrefix(head.Name, SecretName(""))
-	var joined []byte
-	for i := range manifest.Count {
+	joined, err := jobs.JoinStateParts(suffix, manifest, func(name string) ([]byte, bool, error) {
 		var part corev1.Secret
-		name := jobs.StatePartName(suffix, manifest.Slot, i)
-		switch err := reader.Get(ctx, client.ObjectKey{Namespace: head.Namespace, Name: name}, &part); {
-		case apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("%w: %w: state part %s is missing", ErrCorrupt, jobs.ErrStateParts, name)
-		case err != nil:
-			return nil, fmt.Errorf("%w: %s: %w", ErrPartsUnreadable, name, err)
+		err := reader.Get(ctx, client.ObjectKey{Namespace: head.Namespace, Name: name}, &part)
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
 		}
-		joined = append(joined, part.Data[dataKey]...)
-	}
-	if err := manifest.Check(joined); err != nil {
+		return part.Data[dataKey], err == nil, err
+	})
+	switch {
+	case errors.Is(err, jobs.ErrStateParts):
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrPartsUnreadable, err)
 	}
 	return joined, nil
 }
