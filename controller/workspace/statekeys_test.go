@@ -184,11 +184,7 @@ func TestAnEncryptedStateIsReadWithItsKey(t *testing.T) {
 
 func TestAStateInTheClearIsEncryptedByTheNextRun(t *testing.T) {
 	h := newHarness(t, jobs.KindCluster)
-	tc := h.cluster("web")
-	h.settle(tc)
-	h.writeState(jobs.KindCluster, "web", 1)
-	h.finish(h.runningJob(jobs.KindCluster, "web"), jobs.OutcomeSucceeded, &jobs.RunnerResult{Changes: &jobs.Changes{Add: 1}})
-	h.settle(tc)
+	tc := h.provisioned(nil)
 
 	h.stateKeySecret(true, map[string]string{"one": keyOne})
 	h.get(tc)

@@ -141,11 +141,7 @@ func TestAPartPlantedUnwritableIsReplaced(t *testing.T) {
 
 func TestALeaseAskingForPartsWhileNoJobRunsCreatesNothing(t *testing.T) {
 	h := newHarness(t, jobs.KindCluster)
-	tc := h.cluster("web")
-	h.settle(tc)
-	h.writeState(jobs.KindCluster, "web", 1)
-	h.finish(h.runningJob(jobs.KindCluster, "web"), jobs.OutcomeSucceeded, &jobs.RunnerResult{Changes: &jobs.Changes{Add: 1}})
-	h.settle(tc)
+	tc := h.provisioned(nil)
 	h.noRunningJob(jobs.KindCluster, "web")
 	h.askForParts(8)
 	h.settle(tc)
